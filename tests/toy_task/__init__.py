@@ -1,0 +1,59 @@
+"""A tiny verifiable image task for the core's own tests (not a product task).
+
+The screen is a solid colour; the reward is the fraction of the response's characters that are
+digits when the image is red, letters when it is blue. A random tiny model scores in between, so
+groups have reward spread and a working update moves the reward.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from PIL import Image
+
+from vlrl.episode import Episode, Observation, StepResult
+
+COLORS = {"red": (220, 30, 30), "blue": (30, 30, 220)}
+
+
+@dataclass
+class Config:
+    name: str = "toy"  # task name
+    module: str = "tests/toy_task"  # task folder (a path works as well as a module name)
+    size: int = 56  # image side in pixels
+
+    def __post_init__(self):
+        if self.size < 28:
+            raise ValueError("invalid config value for 'task.size': must be >= 28")
+
+
+class ToyEnv:
+    def __init__(self, cfg: Config, split: str):
+        self.cfg, self.split, self.color = cfg, split, "red"
+
+    def reset(self, seed: int) -> Observation:
+        rng = random.Random(seed * 2 + (self.split == "eval"))
+        self.color = rng.choice(sorted(COLORS))
+        image = Image.new("RGB", (self.cfg.size, self.cfg.size), COLORS[self.color])
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "answer"}]}]
+        return Observation(messages=messages, images=[image], info={"color": self.color})
+
+    def step(self, response_text: str) -> StepResult:
+        chars = [c for c in response_text if not c.isspace()]
+        want = str.isdigit if self.color == "red" else str.isalpha
+        score = sum(want(c) for c in chars) / len(chars) if chars else 0.0
+        return StepResult(None, {"score": score}, True, info={"length": float(len(response_text)), "reason": None if chars else "empty"})
+
+
+def make_env(cfg: Config, split: str) -> ToyEnv:
+    return ToyEnv(cfg, split)
+
+
+def num_examples(cfg: Config, split: str):
+    return None
+
+
+def report(episodes: list[Episode], cfg: Config) -> dict:
+    scores = [ep.turns[0].rewards["score"] for ep in episodes]
+    return {"overall": sum(scores) / len(scores), "count": len(scores)}

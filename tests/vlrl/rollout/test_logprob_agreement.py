@@ -1,0 +1,89 @@
+"""Rollout log-probs (from generate's logits) must match the training forward within 1e-5 (fp32)."""
+
+import pytest
+import torch
+from PIL import Image
+
+from vlrl.config import ModelConfig, RolloutConfig
+from vlrl.episode import Observation
+from vlrl.forward import Row, response_logprobs, right_aligned
+from vlrl.models import load_model, load_processor, vision_tower
+from vlrl.rollout.hf import HFEngine
+
+
+def _obs(size, color, text, n_images=1):
+    content = [{"type": "image"}] * n_images + [{"type": "text", "text": text}]
+    return Observation(
+        messages=[{"role": "user", "content": content}],
+        images=[Image.new("RGB", size, color)] * n_images,
+    )
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_path):
+    cfg = ModelConfig(path=tiny_model_path)
+    return load_model(cfg), load_processor(cfg)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 1.3])
+def test_rollout_matches_training_forward_mixed_sizes(policy, temperature):
+    model, processor = policy
+    torch.manual_seed(0)
+    engine = HFEngine(model, processor, RolloutConfig(max_new_tokens=12, temperature=temperature))
+    observations = [
+        _obs((200, 120), (255, 0, 0), "click the red button"),
+        _obs((84, 300), (0, 0, 255), "a longer instruction so that the prompts differ in length"),
+        _obs((140, 140), (0, 255, 0), "two images", n_images=2),
+    ]
+    groups = engine.generate(observations, n=3)
+    rows, old = [], []
+    for obs, group in zip(observations, groups):
+        for j, s in enumerate(group):
+            # A random tiny model rarely samples EOS; prefixes keep their log-probs, so cut some
+            # responses short to get a ragged, padded batch.
+            cut = len(s.response_ids) - 3 * j
+            rows.append(Row(obs, s.response_ids[:cut]))
+            old.append(s.logprobs[:cut])
+    lengths = {len(r.response_ids) for r in rows}
+    assert len(lengths) > 1, "want ragged responses to exercise padding"
+    with torch.no_grad():
+        logp, mask = response_logprobs(model, processor, rows, temperature=temperature)
+    old_t = right_aligned(old, logp.shape[1])
+    diff = ((logp - old_t).abs() * mask).max().item()
+    assert diff <= 1e-5, diff
+
+
+def test_text_only_observation(policy):
+    model, processor = policy
+    torch.manual_seed(1)
+    engine = HFEngine(model, processor, RolloutConfig(max_new_tokens=8))
+    obs = [
+        Observation(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]),
+        Observation(messages=[{"role": "user", "content": [{"type": "text", "text": "a much longer prompt here"}]}]),
+    ]
+    groups = engine.generate(obs, n=2)
+    rows = [Row(o, s.response_ids) for o, g in zip(obs, groups) for s in g]
+    old = [s.logprobs for g in groups for s in g]
+    with torch.no_grad():
+        logp, mask = response_logprobs(model, processor, rows)
+    assert ((logp - right_aligned(old, logp.shape[1])).abs() * mask).max().item() <= 1e-5
+
+
+def test_one_vision_pass_per_group(policy):
+    """G samples of one prompt: one vision forward in rollout and one in the training forward."""
+    model, processor = policy
+    calls = []
+    handle = vision_tower(model).register_forward_hook(lambda m, i, o: calls.append(i[0].shape[0]))
+    try:
+        engine = HFEngine(model, processor, RolloutConfig(max_new_tokens=4))
+        obs = [_obs((112, 112), (9, 9, 9), "x"), _obs((168, 112), (200, 9, 9), "y")]
+        groups = engine.generate(obs, n=8)
+        assert len(calls) == 1  # both prompts' images in one pass, before the x8 expansion
+        rows = [Row(o, s.response_ids) for o, g in zip(obs, groups) for s in g]
+        calls.clear()
+        logp, mask = response_logprobs(model, processor, rows)
+        logp.sum().backward()
+        assert len(calls) == 1
+        model.zero_grad(set_to_none=True)
+    finally:
+        handle.remove()

@@ -1,0 +1,36 @@
+"""Success-rate-driven task sampling: spend rollouts where the policy still fails."""
+
+from __future__ import annotations
+
+import torch
+
+# Keeps fully solved tasks (SR == 1) at a tiny but non-zero probability, so they are still revisited
+# and a forgotten skill can show up again in the success rates.
+_FLOOR = 1e-9
+
+
+def curriculum_weights(success_rates: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Sampling probabilities ``p_k ∝ (1 - SR_k + 1e-9) ** (1 / temperature)``.
+
+    Low temperature concentrates sampling on the hardest tasks; high temperature tends to uniform.
+    Computed as a softmax of log-weights, so a small temperature cannot underflow every weight to 0.
+
+    Args:
+        success_rates: [K] success rates in [0, 1].
+        temperature: > 0.
+
+    Returns:
+        [K] probabilities summing to 1 (float32 unless the input is float64).
+    """
+    sr = torch.as_tensor(success_rates)
+    if not sr.is_floating_point():
+        sr = sr.to(torch.get_default_dtype())
+    if sr.dim() != 1 or sr.numel() == 0:
+        raise ValueError(f"success_rates must be a non-empty 1-D [K] tensor, got shape {tuple(sr.shape)}")
+    if bool(torch.isnan(sr).any()) or bool(((sr < 0) | (sr > 1)).any()):
+        raise ValueError(f"success_rates must lie in [0, 1], got {sr.tolist()}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    # float64 for the log: 1 - SR + 1e-9 is not representable in float32 near SR == 1.
+    log_w = torch.log(1.0 - sr.double() + _FLOOR) / temperature
+    return torch.softmax(log_w, dim=0).to(sr.dtype)

@@ -1,0 +1,267 @@
+"""Typed configs behind the Hydra tree in configs/.
+
+Every field has a one-line help string (shown by `python vlrl/train.py --help-fields`). Types are
+enforced by OmegaConf when the YAML is merged onto these dataclasses, and values are checked in
+`__post_init__`; either way the error names the field (e.g. `trainer.lr`).
+
+Task configs are owned by the task folder (`tasks/<name>/__init__.py: Config`) and validated the
+same way, so adding a task never touches this file.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = REPO_ROOT / "configs"
+
+
+def opt(default: Any, help: str):
+    """A dataclass field with a help string (mutable defaults are copied per instance)."""
+    if isinstance(default, (list, dict)) or is_dataclass(default):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+def _check(cond: bool, name: str, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"invalid config value for '{name}': {msg}")
+
+
+def _one_of(value: Any, name: str, allowed: tuple) -> None:
+    _check(value in allowed, name, f"{value!r} is not one of {list(allowed)}")
+
+
+@dataclass
+class LoraConfig:
+    r: int = opt(0, "LoRA rank; 0 trains all weights (no peft)")
+    alpha: int = opt(16, "LoRA alpha (scaling = alpha / r)")
+    dropout: float = opt(0.0, "dropout on the LoRA branch")
+    target_modules: list[str] = opt(["q_proj", "k_proj", "v_proj", "o_proj"], "module names that get adapters")
+
+    def __post_init__(self):
+        _check(self.r >= 0, "model.lora.r", "must be >= 0")
+
+
+@dataclass
+class ModelConfig:
+    path: str = opt("assets/tiny-qwen2.5-vl", "hub id or local directory (relative paths: cwd, then repo root)")
+    dtype: str = opt("auto", "auto (fp32 on CPU, bf16 on GPU) | float32 | bfloat16")
+    attn_implementation: str = opt("sdpa", "transformers attention backend: sdpa | eager | flash_attention_2")
+    freeze_vision: bool = opt(False, "freeze the vision tower (and merger)")
+    gradient_checkpointing: bool = opt(False, "recompute activations in backward to save memory")
+    min_pixels: int | None = opt(None, "override the processor's min_pixels for images")
+    max_pixels: int | None = opt(None, "override the processor's max_pixels for images")
+    lora: LoraConfig = opt(LoraConfig(), "LoRA adapters (peft); r=0 disables")
+
+    def __post_init__(self):
+        _one_of(self.dtype, "model.dtype", ("auto", "float32", "bfloat16", "float16"))
+        _one_of(self.attn_implementation, "model.attn_implementation", ("sdpa", "eager", "flash_attention_2"))
+
+
+@dataclass
+class AlgoConfig:
+    name: str = opt("grpo", "label for logs: grpo | dapo | dr_grpo | gui_g1 | ppo")
+    group_size: int = opt(8, "G: rollouts per prompt / initial state")
+    advantage: str = opt("group", "advantage estimator: group (group-relative) | gae")
+    scale: str = opt("group", "group advantages: divide by std of the group | batch | none (Dr.GRPO, GUI-G1)")
+    loss_type: str = opt("dapo", "loss aggregation, TRL names: grpo | bnpo | dr_grpo | dapo | gui_g1")
+    eps_low: float = opt(0.2, "lower ratio clip: r >= 1 - eps_low")
+    eps_high: float = opt(0.2, "upper ratio clip: r <= 1 + eps_high (DAPO clip-higher: 0.28)")
+    importance_level: str = opt("token", "importance ratio per token | sequence (GSPO)")
+    beta: float = opt(0.0, "KL coefficient; 0 loads no reference model")
+    kl: str = opt("k3", "KL estimator: k1 | k3")
+    num_iterations: int = opt(1, "PPO epochs over each generation batch")
+    length_norm: float = opt(64.0, "gui_g1: constant divisor of each sequence's token sum")
+    reward_weights: dict[str, float] = opt({}, "weight per named sub-reward (missing names: 1.0)")
+    gamma: float = opt(0.99, "gae: discount")
+    lam: float = opt(0.95, "gae: lambda")
+
+    def __post_init__(self):
+        _check(self.group_size >= 1, "algo.group_size", "must be >= 1")
+        _one_of(self.advantage, "algo.advantage", ("group", "gae"))
+        _one_of(self.scale, "algo.scale", ("group", "batch", "none"))
+        _one_of(self.loss_type, "algo.loss_type", ("grpo", "bnpo", "dr_grpo", "dapo", "gui_g1"))
+        _one_of(self.importance_level, "algo.importance_level", ("token", "sequence"))
+        _one_of(self.kl, "algo.kl", ("k1", "k3"))
+        _check(0 <= self.eps_low < 1, "algo.eps_low", "must be in [0, 1)")
+        _check(self.eps_high >= 0, "algo.eps_high", "must be >= 0")
+        _check(self.beta >= 0, "algo.beta", "must be >= 0")
+        _check(self.num_iterations >= 1, "algo.num_iterations", "must be >= 1")
+        _check(self.length_norm > 0, "algo.length_norm", "must be > 0")
+
+
+@dataclass
+class RolloutConfig:
+    engine: str = opt("hf", "hf (transformers generate, CPU/GPU) | vllm (GPU)")
+    max_new_tokens: int = opt(32, "max completion length in tokens")
+    temperature: float = opt(1.0, "sampling temperature (log-probs use the same temperature)")
+    top_p: float = opt(1.0, "nucleus sampling")
+    top_k: int = opt(0, "top-k sampling; 0 = off")
+    max_turns: int = opt(1, "turn limit of multi-turn episodes")
+    batch_size: int = opt(64, "max sequences per generate call")
+    vllm_gpu_memory_utilization: float = opt(0.3, "vllm: share of GPU memory for the colocated engine")
+    vllm_tensor_parallel_size: int = opt(1, "vllm: tensor parallel degree")
+
+    def __post_init__(self):
+        _one_of(self.engine, "rollout.engine", ("hf", "vllm"))
+        _check(self.max_new_tokens >= 1, "rollout.max_new_tokens", "must be >= 1")
+        _check(self.temperature > 0, "rollout.temperature", "must be > 0")
+        _check(0 < self.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
+        _check(self.max_turns >= 1, "rollout.max_turns", "must be >= 1")
+
+
+@dataclass
+class TrainerConfig:
+    seed: int = opt(0, "global seed: prompts, sampling and init derive from it")
+    steps: int = opt(100, "optimizer steps (one generation batch each)")
+    prompts_per_step: int = opt(4, "prompts (groups) per step per process")
+    micro_batch_size: int = opt(16, "sequences per forward/backward (gradient accumulation splits the rest)")
+    lr: float = opt(1e-5, "peak learning rate")
+    lr_schedule: str = opt("constant", "constant | cosine | linear (after warmup)")
+    warmup_steps: int = opt(0, "linear warmup steps")
+    weight_decay: float = opt(0.0, "AdamW weight decay")
+    adam_betas: list[float] = opt([0.9, 0.999], "AdamW betas")
+    max_grad_norm: float = opt(1.0, "gradient clipping norm; 0 disables")
+    output_dir: str = opt("outputs/run", "run directory: metrics, samples, checkpoints, plots")
+    resume: str = opt("none", "none | auto (latest checkpoint in output_dir) | path to a checkpoint")
+    save_every: int = opt(50, "checkpoint every N steps (and at the end); 0 = only at the end")
+    keep_checkpoints: int = opt(2, "how many recent checkpoints to keep")
+    log_every: int = opt(1, "log metrics every N steps")
+    samples_every: int = opt(10, "log a table of a few prompts/responses/rewards every N steps; 0 = never")
+    eval_every: int = opt(0, "evaluate on held-out data every N steps; 0 = only at the end if eval_examples > 0")
+    eval_examples: int = opt(0, "held-out examples for evaluation during training")
+    loggers: list[str] = opt(["jsonl"], "jsonl (always) plus tensorboard / wandb")
+    wandb_project: str = opt("vlrl", "wandb project")
+    progress: bool = opt(True, "show a progress bar")
+    threads: int = opt(0, "torch CPU threads; 0 = torch default")
+
+    def __post_init__(self):
+        _check(self.steps >= 0, "trainer.steps", "must be >= 0")
+        _check(self.prompts_per_step >= 1, "trainer.prompts_per_step", "must be >= 1")
+        _check(self.micro_batch_size >= 1, "trainer.micro_batch_size", "must be >= 1")
+        _check(self.lr > 0, "trainer.lr", "must be > 0")
+        _one_of(self.lr_schedule, "trainer.lr_schedule", ("constant", "cosine", "linear"))
+        _check(len(self.adam_betas) == 2, "trainer.adam_betas", "needs two values")
+        for lg in self.loggers:
+            _one_of(lg, "trainer.loggers", ("jsonl", "tensorboard", "wandb"))
+
+
+@dataclass
+class EvalConfig:
+    output: str = opt("", "report path (.json); a Markdown table is written beside it; default: <output_dir>/eval.json")
+    split: str = opt("eval", "which split of the task to evaluate")
+    num_examples: int = opt(0, "examples to evaluate; 0 = the task's default (all records, or 1000 for generators)")
+    batch_size: int = opt(32, "prompts per generate call")
+    greedy: bool = opt(True, "greedy decoding (else sample at rollout.temperature)")
+    seed: int = opt(0, "seed for sampling and generator offsets")
+    dump_images: int = opt(0, "write this many annotated examples next to the report, when the task supports it")
+
+    def __post_init__(self):
+        _check(self.num_examples >= 0, "eval.num_examples", "must be >= 0")
+
+
+@dataclass
+class Config:
+    task: Any = opt({}, "the task's own config (tasks/<name>: Config)")
+    model: ModelConfig = opt(ModelConfig(), "policy model")
+    algo: AlgoConfig = opt(AlgoConfig(), "advantage estimator and loss")
+    rollout: RolloutConfig = opt(RolloutConfig(), "rollout engine and sampling")
+    trainer: TrainerConfig = opt(TrainerConfig(), "optimisation, checkpoints, logging")
+    eval: EvalConfig = opt(EvalConfig(), "evaluation")
+
+
+def import_task(cfg_task: DictConfig | dict):
+    """The task module named by `task.module`: a dotted name (tasks.gui_grounding) or a path to a
+    task folder / .py file outside the package (my_tasks/foo), so a user's task needs no install."""
+    module = cfg_task.get("module") if cfg_task is not None else None
+    if not module:
+        raise ValueError("config 'task.module' is missing: choose a task, e.g. `task=gui_grounding`")
+    if "/" in module or module.endswith(".py"):
+        return _import_path(module)
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise ValueError(f"config 'task.module': cannot import {module!r} ({e})") from e
+
+
+def _import_path(module: str):
+    import importlib.util
+    import sys
+
+    path = Path(resolve_path(module))
+    file = path / "__init__.py" if path.is_dir() else path
+    if not file.exists():
+        raise ValueError(f"config 'task.module': no task at {module!r} (looked for {file})")
+    name = "vlrl_user_task_" + path.stem.replace("-", "_")
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=[str(path)] if path.is_dir() else None)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def compose(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
+    """Compose the Hydra tree with command-line style overrides (no chdir, no output dirs)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+
+
+def validate(raw: DictConfig) -> tuple[Config, Any]:
+    """Typed config and typed task config from a composed DictConfig; errors name the field."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    raw = copy.deepcopy(raw)
+    task_raw = raw.get("task")
+    task_mod = import_task(task_raw)
+    try:
+        schema = OmegaConf.structured(Config)
+        with_task = OmegaConf.merge(schema, {k: v for k, v in raw.items() if k != "task"})
+        cfg: Config = OmegaConf.to_object(with_task)
+        task_schema = OmegaConf.structured(task_mod.Config)
+        task_cfg = OmegaConf.to_object(OmegaConf.merge(task_schema, task_raw))
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None)
+        raise ValueError(f"invalid config value for '{key}': {e.msg if hasattr(e, 'msg') else e}") from None
+    cfg.task = task_cfg
+    return cfg, task_mod
+
+
+def load(overrides: list[str] | None = None) -> tuple[Config, Any]:
+    """Compose + validate in one call: `(cfg, task_module)`."""
+    return validate(compose(overrides))
+
+
+def resolve_path(path: str) -> str:
+    """A user path as given if it exists, else relative to the repo root if that exists, else unchanged (hub id)."""
+    if os.path.exists(path):
+        return path
+    candidate = REPO_ROOT / path
+    return str(candidate) if candidate.exists() else path
+
+
+def field_help(cls=Config, prefix: str = "") -> list[str]:
+    """One line per leaf field: `name = default  # help`."""
+    lines = []
+    for f in fields(cls):
+        name = f"{prefix}{f.name}"
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        if is_dataclass(default):
+            lines.extend(field_help(type(default), name + "."))
+        else:
+            lines.append(f"{name} = {default!r}  # {f.metadata.get('help', '')}")
+    return lines

@@ -1,0 +1,86 @@
+"""Load a policy (Qwen2-VL / Qwen2.5-VL / Qwen3-VL family) and its processor.
+
+The same code path loads the embedded tiny checkpoint under assets/ and a real hub checkpoint
+(`Qwen/Qwen2.5-VL-3B-Instruct`) or any local `save_pretrained` directory.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForImageTextToText, AutoProcessor
+
+from vlrl.config import ModelConfig, resolve_path
+
+
+def pick_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return getattr(torch, name)
+
+
+def load_processor(cfg: ModelConfig):
+    path = resolve_path(cfg.path)
+    kwargs = {}
+    if cfg.min_pixels is not None:
+        kwargs["min_pixels"] = cfg.min_pixels
+    if cfg.max_pixels is not None:
+        kwargs["max_pixels"] = cfg.max_pixels
+    processor = AutoProcessor.from_pretrained(path, **kwargs)
+    if cfg.min_pixels is not None or cfg.max_pixels is not None:
+        # Some processor versions ignore the kwargs on load: set them explicitly.
+        ip = processor.image_processor
+        if cfg.min_pixels is not None:
+            ip.min_pixels = cfg.min_pixels
+            ip.size["shortest_edge"] = cfg.min_pixels
+        if cfg.max_pixels is not None:
+            ip.max_pixels = cfg.max_pixels
+            ip.size["longest_edge"] = cfg.max_pixels
+    # Rollouts and training batches are left-padded so every response ends at the right edge.
+    processor.tokenizer.padding_side = "left"
+    if processor.tokenizer.pad_token is None:
+        processor.tokenizer.pad_token = processor.tokenizer.eos_token
+    return processor
+
+
+def load_model(cfg: ModelConfig, device: torch.device | str = "cpu", trainable: bool = True):
+    """The model, on `device`, in train mode if `trainable` (dropout stays off: configs set it to 0)."""
+    device = torch.device(device)
+    path = resolve_path(cfg.path)
+    model = AutoModelForImageTextToText.from_pretrained(
+        path, dtype=pick_dtype(cfg.dtype, device), attn_implementation=cfg.attn_implementation
+    )
+    model.to(device)
+    if cfg.freeze_vision:
+        for p in vision_tower(model).parameters():
+            p.requires_grad_(False)
+    if cfg.gradient_checkpointing and trainable:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+    if cfg.lora.r > 0 and trainable:
+        from peft import LoraConfig, get_peft_model
+
+        lcfg = LoraConfig(
+            r=cfg.lora.r,
+            lora_alpha=cfg.lora.alpha,
+            lora_dropout=cfg.lora.dropout,
+            target_modules=list(cfg.lora.target_modules),
+        )
+        model = get_peft_model(model, lcfg)
+    if not trainable:
+        model.requires_grad_(False)
+    # Always eval(): dropout would make rollout and training log-probs disagree.
+    model.eval()
+    return model
+
+
+def base_model(model):
+    """The HF `...ForConditionalGeneration` under a peft / DDP wrapper."""
+    while hasattr(model, "module"):
+        model = model.module
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()
+    return model
+
+
+def vision_tower(model):
+    return base_model(model).model.visual

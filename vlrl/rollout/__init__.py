@@ -1,0 +1,89 @@
+"""Rollout engines behind one small interface, and the episode runner.
+
+An engine has `generate(observations, n, greedy) -> list[list[Sample]]` (n samples per observation)
+and `sync_weights()` (push the trainer's weights to the engine after an update; a no-op when the
+engine uses the training model itself).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Callable
+
+from vlrl.episode import Env, Episode, Turn
+
+
+@dataclass
+class Sample:
+    response_ids: list[int]  # EOS included when the model stopped
+    logprobs: list[float]  # per token, at the sampling temperature
+    text: str
+    finished: bool  # stopped on EOS (False: hit max_new_tokens)
+
+
+def make_engine(cfg, model, processor):
+    """`cfg`: RolloutConfig. The vLLM engine is GPU-only and imported lazily."""
+    if cfg.engine == "hf":
+        from vlrl.rollout.hf import HFEngine
+
+        return HFEngine(model, processor, cfg)
+    from vlrl.rollout.vllm_engine import VLLMEngine
+
+    return VLLMEngine(model, processor, cfg)
+
+
+def run_episodes(
+    engine,
+    make_env: Callable[[], Env],
+    seeds: list[int],
+    group_size: int,
+    max_turns: int = 1,
+    greedy: bool = False,
+) -> list[Episode]:
+    """Roll out `group_size` episodes per seed; episodes of a group are consecutive.
+
+    The first observation of a group is computed once and shared by its G episodes (one env is
+    reset, the others are copies), so the engine encodes its images once. Later turns are decoded
+    in one batched call over all live episodes.
+    """
+    episodes: list[Episode] = []
+    envs: list[Env] = []
+    first_obs = []
+    for gid, seed in enumerate(seeds):
+        env = make_env()
+        obs = env.reset(seed)
+        first_obs.append(obs)
+        group_envs = [env] + [copy.deepcopy(env) for _ in range(group_size - 1)]
+        for env_i in group_envs:
+            envs.append(env_i)
+            episodes.append(Episode(group_id=gid, seed=seed))
+
+    samples = [s for group in engine.generate(first_obs, n=group_size, greedy=greedy) for s in group]
+    current = [first_obs[i // group_size] for i in range(len(episodes))]
+    live = list(range(len(episodes)))
+    for turn_idx in range(max_turns):
+        next_live = []
+        for k, ep_idx in enumerate(live):
+            sample = samples[k]
+            result = envs[ep_idx].step(sample.text)
+            truncated = result.truncated or (not result.done and turn_idx == max_turns - 1)
+            turn = Turn(
+                observation=current[ep_idx],
+                response_ids=sample.response_ids,
+                logprobs=sample.logprobs,
+                response_text=sample.text,
+                rewards=dict(result.rewards),
+                done=result.done,
+                truncated=truncated,
+                info={**result.info, "finished": sample.finished},
+            )
+            episodes[ep_idx].turns.append(turn)
+            if not (result.done or truncated):
+                current[ep_idx] = result.observation
+                next_live.append(ep_idx)
+        live = next_live
+        if not live:
+            break
+        samples = [g[0] for g in engine.generate([current[i] for i in live], n=1, greedy=greedy)]
+    return episodes

@@ -1,0 +1,93 @@
+"""Rollouts with transformers' `generate` (CPU or GPU), KV-cached and batched.
+
+Each prompt's image(s) go through the vision tower once per group: the prompts are passed once and
+`num_return_sequences=G` expands them after the vision encoding (transformers 5 pre-encodes
+multimodal inputs before expanding), so G samples cost one vision pass.
+Log-probs come from `output_logits` (raw logits, before any logits processor) at the sampling
+temperature, which is what the training forward recomputes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from vlrl.algos import token_logprobs
+from vlrl.config import RolloutConfig
+from vlrl.encoding import collate_prompts, encode
+from vlrl.episode import Observation
+from vlrl.models import base_model
+from vlrl.rollout import Sample
+
+
+class HFEngine:
+    def __init__(self, model, processor, cfg: RolloutConfig):
+        self.model = model
+        self.processor = processor
+        self.cfg = cfg
+        tok = processor.tokenizer
+        self.pad_id = tok.pad_token_id
+        gen_eos = base_model(model).generation_config.eos_token_id
+        eos = gen_eos if gen_eos is not None else tok.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos])
+
+    def sync_weights(self) -> None:
+        """Nothing to do: generation uses the training model itself."""
+
+    @torch.no_grad()
+    def generate(self, observations: list[Observation], n: int = 1, greedy: bool = False) -> list[list[Sample]]:
+        """`n` samples for each observation: result[i][j] is sample j of observation i."""
+        per_call = max(1, self.cfg.batch_size // n)
+        results: list[list[Sample]] = []
+        for start in range(0, len(observations), per_call):
+            results.extend(self._generate_chunk(observations[start : start + per_call], n, greedy))
+        return results
+
+    def _generate_chunk(self, observations: list[Observation], n: int, greedy: bool) -> list[list[Sample]]:
+        model = base_model(self.model)
+        device = next(model.parameters()).device
+        encs = [encode(self.processor, o) for o in observations]
+        batch = {k: v.to(device) for k, v in collate_prompts(encs, self.pad_id).items()}
+        sampling = dict(do_sample=not greedy)
+        if not greedy:
+            sampling.update(temperature=self.cfg.temperature, top_p=self.cfg.top_p, top_k=self.cfg.top_k or None)
+        out = model.generate(
+            **batch,
+            **sampling,
+            max_new_tokens=self.cfg.max_new_tokens,
+            num_return_sequences=n,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=self.pad_id,
+            eos_token_id=sorted(self.eos_ids),
+            use_cache=True,
+        )
+        prompt_len = batch["input_ids"].shape[1]
+        tokens = out.sequences[:, prompt_len:]  # [B*n, T]
+        temperature = 1.0 if greedy else self.cfg.temperature
+        # One vocab-sized slice at a time: stacking all steps would hold [B*n, T, V] at once.
+        logps = torch.stack(
+            [token_logprobs(step[:, None, :].float(), tokens[:, t : t + 1], temperature)[:, 0] for t, step in enumerate(out.logits)],
+            dim=1,
+        )
+        samples: list[list[Sample]] = []
+        for i, obs in enumerate(observations):
+            row = []
+            for j in range(n):
+                r = i * n + j
+                ids = tokens[r].tolist()
+                length, stopped = len(ids), False
+                for k, tok in enumerate(ids):
+                    if tok in self.eos_ids:
+                        length, stopped = k + 1, True
+                        break
+                ids = ids[:length]
+                row.append(
+                    Sample(
+                        response_ids=ids,
+                        logprobs=logps[r, :length].tolist(),
+                        text=self.processor.tokenizer.decode(ids, skip_special_tokens=True),
+                        finished=stopped,
+                    )
+                )
+            samples.append(row)
+        return samples

@@ -1,0 +1,216 @@
+"""Train a policy with RL: `python vlrl/train.py task=gui_grounding [overrides]`.
+
+Also `accelerate launch vlrl/train.py ...` (one process per device; `--cpu --num_processes 2` works
+on a CPU machine) and the `vlrl-train` console script. `--cfg job` prints the resolved config,
+`--help-fields` every field with its help.
+
+The loop, per step: sample prompts -> roll out G episodes each -> score -> advantages -> update.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __package__ in (None, ""):
+    # Run as a script: the package directory would shadow top-level modules; use the repo root.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+    sys.path.insert(0, os.path.dirname(_here))
+
+import json
+import time
+from dataclasses import asdict
+
+import torch
+from omegaconf import OmegaConf
+
+from vlrl import checkpoint
+from vlrl.config import Config, compose, field_help, validate
+from vlrl.metrics import RunLogger, episode_metrics, peak_memory_mb, plot_curves, read_metrics, sample_rows
+from vlrl.models import base_model, load_model, load_processor
+from vlrl.rollout import make_engine, run_episodes
+from vlrl.trainer import build_rows, episode_advantages, make_optimizer, make_scheduler, update
+
+
+def parse_cli(argv: list[str]) -> tuple[list[str], str | None]:
+    """Hydra-style overrides plus our two flags: `--cfg job` and `--help-fields`."""
+    overrides, mode = [], None
+    it = iter(argv)
+    for arg in it:
+        if arg == "--cfg":
+            mode = "cfg:" + next(it, "job")
+        elif arg.startswith("--cfg="):
+            mode = "cfg:" + arg.split("=", 1)[1]
+        elif arg in ("--help-fields", "-h", "--help"):
+            mode = "help"
+        else:
+            overrides.append(arg)
+    return overrides, mode
+
+
+def step_seed(cfg: Config, step: int, rank: int) -> int:
+    """Sampling seed of one step on one process: a resumed run draws exactly what it would have."""
+    return (cfg.trainer.seed * 1_000_003 + step * 7919 + rank * 104_729) % (2**31)
+
+
+def prompt_seeds(cfg: Config, step: int, rank: int, world: int) -> list[int]:
+    """Training prompt seeds: consecutive, disjoint across processes; the data position is the step."""
+    n = cfg.trainer.prompts_per_step
+    base = cfg.trainer.seed * 10_000_000 + (step * world + rank) * n
+    return list(range(base, base + n))
+
+
+def group_weights(task, cfg: Config, episodes) -> list[float]:
+    """Per-episode loss weights: the task's `sample_weights(group)` hook, else Observation.info."""
+    G = cfg.algo.group_size
+    if hasattr(task, "sample_weights"):
+        out = []
+        for i in range(0, len(episodes), G):
+            out.extend(task.sample_weights(episodes[i : i + G], cfg.task))
+        return out
+    return [float(ep.turns[0].observation.info.get("sample_weight", 1.0)) if ep.turns else 1.0 for ep in episodes]
+
+
+def evaluate_policy(engine, task, cfg: Config, n: int, batch_size: int) -> tuple[dict, list]:
+    """Greedy episodes on the held-out split -> the task's report."""
+    episodes = []
+    for start in range(0, n, batch_size):
+        seeds = list(range(start, min(n, start + batch_size)))
+        episodes.extend(
+            run_episodes(engine, lambda: task.make_env(cfg.task, "eval"), seeds, 1, cfg.rollout.max_turns, greedy=True)
+        )
+    return task.report(episodes, cfg.task), episodes
+
+
+def run(cfg: Config, task) -> dict:
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    rank, world, main = accelerator.process_index, accelerator.num_processes, accelerator.is_main_process
+    if cfg.trainer.threads:
+        torch.set_num_threads(cfg.trainer.threads)
+    set_seed(cfg.trainer.seed)
+    out_dir = cfg.trainer.output_dir
+
+    resume_from = checkpoint.find_resume(out_dir, cfg.trainer.resume)
+    model_cfg = cfg.model
+    if resume_from is not None:
+        model_cfg = type(cfg.model)(**{**asdict(cfg.model), "path": str(resume_from)})
+        model_cfg.lora = cfg.model.lora
+    processor = load_processor(model_cfg)
+    model = load_model(model_cfg, accelerator.device)
+    ref_model = load_model(cfg.model, accelerator.device, trainable=False) if cfg.algo.beta > 0 else None
+    optimizer = make_optimizer(model, cfg.trainer)
+    scheduler = make_scheduler(optimizer, cfg.trainer, cfg.trainer.steps * cfg.algo.num_iterations)
+    engine = make_engine(cfg.rollout, model, processor)
+
+    start = 0
+    if resume_from is not None:
+        state = checkpoint.load_state(resume_from)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        checkpoint.set_rng_state(state["rng"])
+        start = state["step"]
+    logger = RunLogger(out_dir, cfg.trainer.loggers, main, OmegaConf.to_container(OmegaConf.structured(cfg)), cfg.trainer.wandb_project)
+    logger.truncate_after(start)
+    if main:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, "config.yaml"), "w") as f:
+            f.write(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+        where = f"resuming from {resume_from}" if resume_from else "starting"
+        print(f"[vlrl] {where}: task={cfg.task.name} model={cfg.model.path} steps={cfg.trainer.steps} "
+              f"G={cfg.algo.group_size} processes={world} -> {out_dir}", flush=True)
+
+    def make_train_env():
+        return task.make_env(cfg.task, "train")
+
+    def save(step: int):
+        if main:
+            checkpoint.save(out_dir, step, base_model(model) if cfg.model.lora.r == 0 else model, processor,
+                            optimizer, scheduler, {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg))},
+                            keep=cfg.trainer.keep_checkpoints)
+            plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl")), ["reward/mean", "eval/overall"],
+                        os.path.join(out_dir, "reward_curve.png"), title=f"{cfg.task.name}: reward")
+        accelerator.wait_for_everyone()
+
+    last: dict = {}
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    progress = Progress(TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                        TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
+                        disable=not (main and cfg.trainer.progress))
+    with progress:
+        bar = progress.add_task("train", total=cfg.trainer.steps, completed=start, info="")
+        for step in range(start, cfg.trainer.steps):
+            t0 = time.perf_counter()
+            torch.manual_seed(step_seed(cfg, step, rank))
+            seeds = prompt_seeds(cfg, step, rank, world)
+            episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns)
+            t_rollout = time.perf_counter() - t0
+
+            advantages = episode_advantages(episodes, cfg.algo)
+            rows = build_rows(episodes, advantages, group_weights(task, cfg, episodes))
+            stats = update(model, processor, optimizer, scheduler, rows, cfg.algo, cfg.trainer,
+                           cfg.rollout.max_new_tokens, cfg.rollout.temperature, ref_model)
+            engine.sync_weights()
+            dt = time.perf_counter() - t0
+
+            metrics = episode_metrics(episodes, cfg.algo.group_size, cfg.algo.reward_weights)
+            n_tokens = sum(len(t.response_ids) for ep in episodes for t in ep.turns)
+            metrics.update(stats)
+            metrics.update({
+                "time/step": dt, "time/rollout": t_rollout, "time/update": dt - t_rollout,
+                "samples_per_s": len(episodes) * world / dt, "tokens_per_s": n_tokens * world / dt,
+                "memory/peak_mb": peak_memory_mb(),
+            })
+            done = step + 1
+            if cfg.trainer.eval_every and done % cfg.trainer.eval_every == 0 and cfg.trainer.eval_examples:
+                report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
+                metrics.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
+            if done % cfg.trainer.log_every == 0 or done == cfg.trainer.steps:
+                logger.log(done, metrics)
+            if cfg.trainer.samples_every and done % cfg.trainer.samples_every == 0:
+                logger.log_samples(done, sample_rows(episodes, 4, cfg.algo.reward_weights))
+            progress.update(bar, advance=1, info=f"reward {metrics['reward/mean']:.3f} loss {metrics['loss']:.4f}")
+            if not cfg.trainer.progress and main and done % cfg.trainer.log_every == 0:
+                print(f"step {done} reward {metrics['reward/mean']:.4f} loss {metrics['loss']:.5f} {dt:.2f}s", flush=True)
+            if cfg.trainer.save_every and done % cfg.trainer.save_every == 0 and done != cfg.trainer.steps:
+                save(done)
+            last = metrics
+
+    if cfg.trainer.eval_examples and not cfg.trainer.eval_every:
+        report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
+        last.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
+        logger.log(cfg.trainer.steps, {f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
+    if cfg.trainer.steps > start or resume_from is None:
+        save(cfg.trainer.steps)
+    logger.close()
+    if main:
+        print(f"[vlrl] done: metrics {os.path.join(out_dir, 'metrics.jsonl')}, "
+              f"checkpoint {checkpoint.checkpoint_dir(out_dir, cfg.trainer.steps)}, "
+              f"curve {os.path.join(out_dir, 'reward_curve.png')}", flush=True)
+    return last
+
+
+def main(argv: list[str] | None = None) -> None:
+    overrides, mode = parse_cli(sys.argv[1:] if argv is None else argv)
+    if mode == "help":
+        print(__doc__)
+        print("\n".join(field_help()))
+        print("task.* fields: see tasks/<name>/__init__.py (Config)")
+        return
+    raw = compose(overrides)
+    if mode and mode.startswith("cfg"):
+        cfg, _ = validate(raw)  # a bad value fails here too
+        print(OmegaConf.to_yaml(raw, resolve=True))
+        return
+    cfg, task = validate(raw)
+    result = run(cfg, task)
+    if os.environ.get("VLRL_PRINT_RESULT"):
+        print(json.dumps({k: v for k, v in result.items() if isinstance(v, (int, float))}))
+
+
+if __name__ == "__main__":
+    main()
