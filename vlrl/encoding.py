@@ -47,6 +47,27 @@ def encode(processor, obs: Observation) -> Encoded:
     return enc
 
 
+VISION_SPECIAL_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
+
+
+def banned_token_ids(processor) -> list[int]:
+    """Tokens a response must never contain: vision placeholders would make the training forward
+    expect image features that do not exist. Sampling excludes them, and log-probs (rollout and
+    training) are taken over the same reduced vocabulary so the two stay equal."""
+    tok = processor.tokenizer
+    ids = {tok.convert_tokens_to_ids(t) for t in VISION_SPECIAL_TOKENS}
+    return sorted(i for i in ids if i is not None and i != tok.unk_token_id)
+
+
+def mask_banned(logits: torch.Tensor, banned: list[int]) -> torch.Tensor:
+    """logits [..., V] with the banned ids set to -inf (out of place)."""
+    if not banned:
+        return logits
+    logits = logits.clone()
+    logits[..., banned] = float("-inf")
+    return logits
+
+
 def left_pad(seqs: list[torch.Tensor], pad_value: int) -> tuple[torch.Tensor, torch.Tensor]:
     """[N] sequences of varying length -> (padded [N, S], attention_mask [N, S]), padded on the left."""
     width = max(len(s) for s in seqs)

@@ -14,7 +14,7 @@ import torch
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 from vlrl.algos import entropy_from_logits, token_logprobs
-from vlrl.encoding import Encoded, encode, left_pad, text_position_ids
+from vlrl.encoding import Encoded, banned_token_ids, encode, left_pad, mask_banned, text_position_ids
 from vlrl.episode import Observation
 from vlrl.models import base_model
 
@@ -98,6 +98,7 @@ def response_logprobs(model, processor, rows: list[Row], temperature: float = 1.
         inputs["position_ids"] = text_position_ids(inputs["attention_mask"])
 
     logits = model(**inputs, logits_to_keep=width + 1, use_cache=False).logits[:, :-1]  # [N, L, V]
+    logits = mask_banned(logits, banned_token_ids(processor))
     tokens = inputs["input_ids"][:, -width:]
     mask = right_aligned([[1.0] * len(r.response_ids) for r in rows], width).to(device)
     logp = token_logprobs(logits.float(), tokens, temperature)

@@ -126,6 +126,10 @@ def loss_terms(
             raise ValueError("ref_logp is required when beta > 0")
         _check_same_shape("ref_logp", ref_logp, logp)
 
+    # The sampling and reference policies are constants of the objective. In the on-policy case a
+    # caller may pass old_logp = logp; without detach the ratio's gradient would vanish.
+    old_logp = old_logp.detach()
+    ref_logp = ref_logp.detach() if ref_logp is not None else None
     active = mask.bool()
     zeros = torch.zeros_like(logp)
     # Zero the log-ratio on padding *before* exp: padded log-probs can be arbitrary (even -inf), and

@@ -13,7 +13,7 @@ import torch
 
 from vlrl.algos import token_logprobs
 from vlrl.config import RolloutConfig
-from vlrl.encoding import collate_prompts, encode
+from vlrl.encoding import banned_token_ids, collate_prompts, encode, mask_banned
 from vlrl.episode import Observation
 from vlrl.models import base_model
 from vlrl.rollout import Sample
@@ -29,6 +29,7 @@ class HFEngine:
         gen_eos = base_model(model).generation_config.eos_token_id
         eos = gen_eos if gen_eos is not None else tok.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos])
+        self.banned = banned_token_ids(processor)
 
     def sync_weights(self) -> None:
         """Nothing to do: generation uses the training model itself."""
@@ -60,13 +61,17 @@ class HFEngine:
             pad_token_id=self.pad_id,
             eos_token_id=sorted(self.eos_ids),
             use_cache=True,
+            suppress_tokens=self.banned or None,
         )
         prompt_len = batch["input_ids"].shape[1]
         tokens = out.sequences[:, prompt_len:]  # [B*n, T]
         temperature = 1.0 if greedy else self.cfg.temperature
         # One vocab-sized slice at a time: stacking all steps would hold [B*n, T, V] at once.
         logps = torch.stack(
-            [token_logprobs(step[:, None, :].float(), tokens[:, t : t + 1], temperature)[:, 0] for t, step in enumerate(out.logits)],
+            [
+                token_logprobs(mask_banned(step[:, None, :].float(), self.banned), tokens[:, t : t + 1], temperature)[:, 0]
+                for t, step in enumerate(out.logits)
+            ],
             dim=1,
         )
         samples: list[list[Sample]] = []

@@ -1,0 +1,64 @@
+"""One `update()` on a fixed batch, run with 1 or N processes; writes the parameter change.
+
+Used by test_distributed.py:
+    python tests/vlrl/dist_update.py OUT LOSS_TYPE MICRO_BATCH
+    accelerate launch --cpu --num_processes 2 tests/vlrl/dist_update.py OUT LOSS_TYPE MICRO_BATCH
+Every process builds the same global batch of episodes (same seeds), then keeps its contiguous share.
+"""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from accelerate import Accelerator  # noqa: E402
+
+from vlrl.config import AlgoConfig, ModelConfig, RolloutConfig, TrainerConfig  # noqa: E402
+from vlrl.models import load_model, load_processor  # noqa: E402
+from vlrl.rollout import make_engine, run_episodes  # noqa: E402
+from vlrl.trainer import build_rows, episode_advantages, make_optimizer, make_scheduler, update  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main(out: str, loss_type: str, micro_batch: int) -> None:
+    torch.set_num_threads(1)
+    acc = Accelerator(cpu=True)
+    rank, world = acc.process_index, acc.num_processes
+    model_cfg = ModelConfig(path=os.path.join(ROOT, "assets", "tiny-qwen2.5-vl"))
+    processor, model = load_processor(model_cfg), load_model(model_cfg)
+    algo = AlgoConfig(group_size=4, loss_type=loss_type, scale="none" if loss_type == "gui_g1" else "group")
+    rollout = RolloutConfig(max_new_tokens=6)
+    trainer = TrainerConfig(micro_batch_size=micro_batch, lr=1e-2, max_grad_norm=0.0)
+
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from toy_task import Config, make_env
+
+    torch.manual_seed(123)  # identical global batch on every process
+    engine = make_engine(rollout, model, processor)
+    episodes = run_episodes(engine, lambda: make_env(Config(), "train"), [0, 1, 2, 3], algo.group_size)
+    # Ragged responses so token counts differ between rows.
+    for i, ep in enumerate(episodes):
+        cut = 6 - (i % 4)
+        ep.turns[0].response_ids = ep.turns[0].response_ids[:cut]
+        ep.turns[0].logprobs = [lp - 0.05 * (i % 3) for lp in ep.turns[0].logprobs[:cut]]
+    adv = episode_advantages(episodes, algo)
+    weights = [1.0 + 0.5 * (i % 2) for i in range(len(episodes))]
+    rows = build_rows(episodes, adv, weights)
+    share = len(rows) // world
+    rows = rows[rank * share : (rank + 1) * share]
+
+    before = [p.detach().clone() for p in model.parameters()]
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
+    sched = make_scheduler(opt, trainer, 1)
+    update(model, processor, opt, sched, rows, algo, trainer, rollout.max_new_tokens, 1.0)
+    if rank == 0:
+        delta = torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])
+        torch.save(delta, out)
+    acc.wait_for_everyone()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -1,0 +1,105 @@
+"""End-to-end training on the toy task: resume equals uninterrupted, config errors, CLI entry points."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from vlrl.config import compose, validate
+from vlrl.train import run
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOY = ["task=toy", f"hydra.searchpath=[file://{ROOT}/tests/configs]"]
+FAST = ["trainer.prompts_per_step=2", "algo.group_size=4", "rollout.max_new_tokens=6", "trainer.progress=false",
+        "trainer.lr=1e-3"]
+
+
+def _cfg(*overrides):
+    return validate(compose(TOY + FAST + list(overrides)))
+
+
+def _metrics(out):
+    return [json.loads(ln) for ln in open(os.path.join(out, "metrics.jsonl"))]
+
+
+DETERMINISTIC = ("reward/mean", "loss", "grad_norm", "entropy", "clip_frac", "ratio_mean", "response_length/mean")
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    run(*_cfg("trainer.steps=4", f"trainer.output_dir={a}", "trainer.save_every=0", "algo.num_iterations=2"))
+    run(*_cfg("trainer.steps=2", f"trainer.output_dir={b}", "algo.num_iterations=2"))
+    # A second launch with more steps continues from the step-2 checkpoint.
+    run(*_cfg("trainer.steps=4", f"trainer.output_dir={b}", "trainer.resume=auto", "algo.num_iterations=2"))
+    ma, mb = _metrics(a), _metrics(b)
+    assert [m["step"] for m in mb] == [1, 2, 3, 4]
+    for ra, rb in zip(ma, mb):
+        for key in DETERMINISTIC:
+            assert ra[key] == pytest.approx(rb[key], rel=1e-6, abs=1e-9), (ra["step"], key)
+    wa = load_file(os.path.join(a, "checkpoints", "step_0000004", "model.safetensors"))
+    wb = load_file(os.path.join(b, "checkpoints", "step_0000004", "model.safetensors"))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    # Training changed the weights (the comparison above is not between two untouched models).
+    w0 = load_file(os.path.join(ROOT, "assets", "tiny-qwen2.5-vl", "model.safetensors"))
+    assert any(not torch.equal(w0[k], wa[k]) for k in w0)
+
+
+def test_interrupted_save_is_not_resumed(tmp_path):
+    out = tmp_path / "r"
+    run(*_cfg("trainer.steps=1", f"trainer.output_dir={out}"))
+    # A crash during a later save leaves only a .tmp directory, which resume must ignore.
+    (out / "checkpoints" / "step_0000002.tmp").mkdir()
+    from vlrl.checkpoint import find_resume
+
+    assert find_resume(str(out), "auto").name == "step_0000001"
+
+
+@pytest.mark.parametrize(
+    "override, field",
+    [
+        ("trainer.lr=-1", "trainer.lr"),
+        ("trainer.steps=abc", "trainer.steps"),
+        ("algo.loss_type=nope", "algo.loss_type"),
+        ("algo.scale=median", "algo.scale"),
+        ("rollout.temperature=0", "rollout.temperature"),
+        ("task.size=3", "task.size"),
+        ("+trainer.not_a_field=1", "trainer.not_a_field"),
+    ],
+)
+def test_bad_config_names_the_field(override, field):
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+        _cfg(override)
+
+
+def test_missing_task_module_is_a_clear_error():
+    with pytest.raises(ValueError, match="task.module"):
+        validate(compose(TOY + ["task.module=tests/no_such_task"]))
+
+
+def _cli(args, **kw):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, **kw)
+
+
+def test_cfg_job_prints_config_without_running(tmp_path):
+    out = tmp_path / "never"
+    proc = _cli([sys.executable, "vlrl/train.py", "--cfg", "job", f"trainer.output_dir={out}", *TOY])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "loss_type: dapo" in proc.stdout and "module: tests/toy_task" in proc.stdout
+    assert not out.exists()
+    bad = _cli([sys.executable, "vlrl/train.py", "--cfg", "job", "trainer.lr=-1", *TOY])
+    assert bad.returncode != 0 and "trainer.lr" in bad.stderr
+
+
+def test_script_and_console_entry_points(tmp_path):
+    for i, cmd in enumerate([[sys.executable, "vlrl/train.py"], [os.path.join(os.path.dirname(sys.executable), "vlrl-train")]]):
+        out = tmp_path / f"run{i}"
+        proc = _cli(cmd + TOY + FAST + ["trainer.steps=1", f"trainer.output_dir={out}"])
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert (out / "metrics.jsonl").exists() and (out / "reward_curve.png").exists()
+        assert (out / "checkpoints" / "step_0000001" / "trainer_state.pt").exists()
+        assert not (tmp_path / "outputs").exists() and not (out / ".hydra").exists()

@@ -1,0 +1,91 @@
+"""Evaluate a checkpoint on a task's held-out data:
+`python vlrl/evaluate.py task=NAME model.path=CHECKPOINT eval.output=REPORT.json [overrides]`.
+
+Writes the task's report as JSON (plus a Markdown table when the task provides one, and annotated
+examples when `eval.dump_images > 0` and the task supports it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __package__ in (None, ""):
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+    sys.path.insert(0, os.path.dirname(_here))
+
+import json
+import time
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from vlrl.config import Config, compose, validate
+from vlrl.models import load_model, load_processor
+from vlrl.rollout import make_engine, run_episodes
+
+DEFAULT_GENERATED_EXAMPLES = 1000
+
+
+def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
+    """Run the policy on `cfg.eval.split` and return (report, episodes)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    processor = load_processor(cfg.model)
+    model = load_model(cfg.model, device, trainable=False)
+    engine = make_engine(cfg.rollout, model, processor)
+    available = task.num_examples(cfg.task, cfg.eval.split) if hasattr(task, "num_examples") else None
+    n = cfg.eval.num_examples or (available if available is not None else DEFAULT_GENERATED_EXAMPLES)
+    if available is not None:
+        n = min(n, available)
+    torch.manual_seed(cfg.eval.seed)
+    t0 = time.perf_counter()
+    episodes = []
+    with Progress(TextColumn("[bold]eval"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeRemainingColumn(), disable=not progress) as bar:
+        job = bar.add_task("eval", total=n)
+        for start in range(0, n, cfg.eval.batch_size):
+            seeds = list(range(start, min(n, start + cfg.eval.batch_size)))
+            episodes.extend(run_episodes(engine, lambda: task.make_env(cfg.task, cfg.eval.split), seeds, 1,
+                                         cfg.rollout.max_turns, greedy=cfg.eval.greedy))
+            bar.update(job, advance=len(seeds))
+    report = task.report(episodes, cfg.task)
+    report["meta"] = {
+        "task": cfg.task.name, "model": cfg.model.path, "split": cfg.eval.split, "examples": n,
+        "greedy": cfg.eval.greedy, "seed": cfg.eval.seed, "wall_s": round(time.perf_counter() - t0, 2),
+    }
+    return report, episodes
+
+
+def write_report(report: dict, episodes: list, cfg: Config, task, output: str) -> Path:
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    if hasattr(task, "markdown"):
+        out.with_suffix(".md").write_text(task.markdown(report))
+    if cfg.eval.dump_images and hasattr(task, "dump_examples"):
+        task.dump_examples(episodes[: cfg.eval.dump_images], out.with_suffix(""), cfg.task)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if "--cfg" in args:
+        raw = compose([a for a in args if a not in ("--cfg", "job")])
+        validate(raw)
+        print(OmegaConf.to_yaml(raw, resolve=True))
+        return
+    cfg, task = validate(compose(args))
+    output = cfg.eval.output or os.path.join(cfg.trainer.output_dir, "eval.json")
+    report, episodes = evaluate(cfg, task)
+    path = write_report(report, episodes, cfg, task, output)
+    summary = {k: v for k, v in report.items() if isinstance(v, (int, float))}
+    print(json.dumps(summary))
+    print(f"[vlrl] report: {path}")
+
+
+if __name__ == "__main__":
+    main()
