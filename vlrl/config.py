@@ -169,6 +169,19 @@ class EvalConfig:
 
 
 @dataclass
+class SFTConfig:
+    curriculum: list[dict] = opt([], "stages [{until: STEP, task: {field: value}}]: task overrides while step < until")
+    eval_examples: int = opt(200, "held-out examples scored (greedy) at each trainer.eval_every")
+
+    def __post_init__(self):
+        last = -1
+        for i, stage in enumerate(self.curriculum):
+            _check(isinstance(stage, dict) and "until" in stage, f"sft.curriculum[{i}]", "needs an 'until' step")
+            _check(stage["until"] > last, f"sft.curriculum[{i}].until", "stages must be in increasing order")
+            last = stage["until"]
+
+
+@dataclass
 class Config:
     task: Any = opt({}, "the task's own config (tasks/<name>: Config)")
     model: ModelConfig = opt(ModelConfig(), "policy model")
@@ -176,6 +189,7 @@ class Config:
     rollout: RolloutConfig = opt(RolloutConfig(), "rollout engine and sampling")
     trainer: TrainerConfig = opt(TrainerConfig(), "optimisation, checkpoints, logging")
     eval: EvalConfig = opt(EvalConfig(), "evaluation")
+    sft: SFTConfig = opt(SFTConfig(), "supervised warm start (vlrl/sft.py)")
 
 
 def import_task(cfg_task: DictConfig | dict):

@@ -54,6 +54,10 @@ def num_examples(cfg: Config, split: str):
     return None
 
 
+def reference_answer(obs: Observation, cfg: Config) -> str:
+    return "123 456 789" if obs.info["color"] == "red" else "abc def"
+
+
 def report(episodes: list[Episode], cfg: Config) -> dict:
     scores = [ep.turns[0].rewards["score"] for ep in episodes]
     return {"overall": sum(scores) / len(scores), "count": len(scores)}
