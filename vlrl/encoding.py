@@ -37,7 +37,7 @@ def encode(processor, obs: Observation) -> Encoded:
         kwargs["images"] = list(obs.images)
     if obs.videos:
         kwargs["videos"] = [list(v) for v in obs.videos]
-    out = processor(text=[text], return_tensors="pt", **kwargs)
+    out = processor(text=[text], return_tensors="pt", **kwargs, **obs.processor_kwargs)
     ids = out["input_ids"][0]
     mm = out.get("mm_token_type_ids")
     mm = torch.zeros_like(ids) if mm is None else mm[0]

@@ -29,6 +29,9 @@ class Observation:
     images: list[Image.Image] = field(default_factory=list)
     videos: list[list[Image.Image]] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)  # task-private data (ground truth etc.), never shown to the model
+    # Extra keyword arguments for the processor call, e.g. {"images_kwargs": {"size": {...}}} when the
+    # task has already resized the image to the frame its answers refer to.
+    processor_kwargs: dict[str, Any] = field(default_factory=dict)
     # Derived data (the processor's encoding), filled by the rollout engine and reused by the trainer,
     # so each observation is preprocessed once however many episodes share it.
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)

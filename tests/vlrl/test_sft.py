@@ -28,7 +28,7 @@ def test_sft_learns_and_resumes(tmp_path):
 
 
 def test_curriculum_stages():
-    cfg, _ = validate(compose(TOY + ["+sft.curriculum=[{until: 10, task: {size: 28}}, {until: 20, task: {size: 84}}]"]))
+    cfg, _ = validate(compose(TOY + ["sft.curriculum=[{until: 10, task: {size: 28}}, {until: 20, task: {size: 84}}]"]))
     assert task_config_at(cfg, 0).size == 28
     assert task_config_at(cfg, 15).size == 84
     assert task_config_at(cfg, 25).size == 56

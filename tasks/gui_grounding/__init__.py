@@ -1,0 +1,60 @@
+"""GUI grounding with GUI-G1 rewards on synthetic screens (or your own JSONL). See README.md.
+
+Task contract (imported by the core through `Config.module`): Config, make_env, num_examples,
+report, sample_weights, reference_answer (for the supervised warm start, vlrl/sft.py).
+"""
+
+from __future__ import annotations
+
+from .config import Config, ScoringConfig
+from .data import make_source
+from .difficulty import group_weights
+from .env import GroundingEnv
+from .report import report
+
+__all__ = ["Config", "ScoringConfig", "GroundingEnv", "make_env", "num_examples", "reference_answer", "report",
+           "sample_weights"]
+
+
+def make_env(cfg: Config, split: str) -> GroundingEnv:
+    """A fresh env for `split` ("train" or "eval"); train and eval layouts are disjoint."""
+    return GroundingEnv(cfg, split)
+
+
+def num_examples(cfg: Config, split: str) -> int | None:
+    """None (infinite) for synthetic training; the example count otherwise."""
+    src = make_source(cfg, split)
+    return src.size
+
+
+def reference_answer(obs, cfg: Config) -> str:
+    """The target answer for the warm start: the GT box in the model frame, GUI-G1's JSON format
+    (integers: every integer 0..1023 is one token of the tiny model)."""
+    x1, y1, x2, y2 = (int(round(v)) for v in obs.info["gt_box"])
+    box = f'[{{"bbox_2d": [{x1}, {y1}, {x2}, {y2}]}}]'
+    return box if cfg.prompt == "fast" else f"<think></think>{box}"
+
+
+def sample_weights(group, cfg: Config) -> list[float]:
+    """Full per-episode loss weights of one group: area weight x group success factor.
+
+    The area weight is each observation's ``info["sample_weight"]``; the success factor
+    ``1 + success_beta * (1 - 2p)`` uses the group's hit rate p (see difficulty.py). Use this
+    result instead of (not on top of) ``info["sample_weight"]``.
+    """
+    if cfg.difficulty == "off" and cfg.success_beta == 0.0:
+        return [1.0] * len(group)
+    base = [float(ep.turns[0].observation.info.get("sample_weight", 1.0)) for ep in group]
+    if cfg.difficulty == "off":
+        base = [1.0] * len(group)
+    hits = [_hit(ep, cfg) for ep in group]
+    return group_weights(base, hits, cfg.success_beta)
+
+
+def _hit(ep, cfg) -> float:
+    turn = ep.turns[0]
+    if "hit" in turn.info:
+        return float(turn.info["hit"])
+    from .env import analyse_answer
+
+    return analyse_answer(turn.response_text or "", turn.observation.info, cfg.big_box_fraction)["hit"]

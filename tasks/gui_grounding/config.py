@@ -1,0 +1,113 @@
+"""Typed config of the GUI grounding task (merged by the core with configs/task/gui_grounding.yaml)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from rewards.gui import DEFAULT_WEIGHTS, TERMS
+
+from .generator import KINDS, LABEL_POOLS, PLATFORMS
+from .prompts import PROMPTS
+
+
+def doc_field(text: str, **kw):
+    """A dataclass field with a one-line description in its metadata."""
+    if "default_factory" not in kw:
+        kw.setdefault("default", None)
+    return field(metadata={"help": text}, **kw)
+
+
+@dataclass
+class ScoringConfig:
+    """Fields shared by every grounding task (synthetic screens, ScreenSpot, ScreenSpot-Pro)."""
+
+    name: str = doc_field("task name (used in logs and run names)", default="gui_grounding")
+    module: str = doc_field("python module implementing the task", default="tasks.gui_grounding")
+    prompt: str = doc_field("prompt template: 'fast' (answer only) or 'think' (<think>...</think> then answer)", default="fast")
+    reward_terms: list[str] = doc_field("reward terms returned by step(): subset of hit, iou, box", default_factory=lambda: list(TERMS))
+    reward_weights: dict[str, float] = doc_field("weight of each raw reward term", default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    min_pixels: int = doc_field("smart_resize lower bound on the model-frame area (pixels)", default=56 * 56)
+    max_pixels: int = doc_field("smart_resize upper bound on the model-frame area (pixels)", default=224 * 224)
+    big_box_fraction: float = doc_field("a predicted box covering more than this fraction of the screen counts as 'big'", default=0.25)
+
+    def __post_init__(self):
+        if self.prompt not in PROMPTS:
+            raise ValueError(f"prompt: must be one of {sorted(PROMPTS)}, got {self.prompt!r}")
+        terms = list(self.reward_terms)
+        if not terms or any(t not in TERMS for t in terms) or len(set(terms)) != len(terms):
+            raise ValueError(f"reward_terms: must be a non-empty subset of {list(TERMS)}, got {terms!r}")
+        weights = dict(self.reward_weights)
+        bad = [k for k, v in weights.items() if k not in TERMS or not math.isfinite(float(v))]
+        if bad:
+            raise ValueError(f"reward_weights: unknown term or non-finite weight for {bad}; terms are {list(TERMS)}")
+        if not 28 * 28 <= self.min_pixels <= self.max_pixels:
+            raise ValueError(f"min_pixels/max_pixels: need 784 <= min_pixels <= max_pixels, got {self.min_pixels}, {self.max_pixels}")
+        if not 0.0 < self.big_box_fraction <= 1.0:
+            raise ValueError(f"big_box_fraction: must be in (0, 1], got {self.big_box_fraction}")
+
+
+@dataclass
+class Config(ScoringConfig):
+    """GUI grounding on synthetic screens (or a user JSONL), GUI-G1 rewards."""
+
+    data: str = doc_field("'synthetic' (the generator) or a path to a JSONL file of records", default="synthetic")
+    eval_data: str | None = doc_field("eval source: None = held-out part of `data`; or 'synthetic' / a JSONL path")
+    eval_examples: int = doc_field("number of held-out synthetic screens in the eval split", default=256)
+    jsonl_eval_fraction: float = doc_field("share of JSONL records (without a 'split' field) held out for eval", default=0.1)
+    n_widgets: list[int] = doc_field("curriculum: [min, max] targetable widgets per screen", default_factory=lambda: [1, 3])
+    width_range: list[int] = doc_field("[min, max] original screen width in pixels", default_factory=lambda: [224, 448])
+    platforms: list[str] = doc_field("platform looks to sample from", default_factory=lambda: list(PLATFORMS))
+    kinds: list[str] = doc_field("widget kinds to sample from", default_factory=lambda: list(KINDS))
+    decor: bool = doc_field("draw non-target decoration (status/title/address bars, skeleton lines)", default=True)
+    appearance_prob: float = doc_field("probability a button is named by colour when that is unique", default=0.5)
+    difficulty: str = doc_field("loss weighting: 'off' or 'area' (smaller target = larger weight)", default="area")
+    difficulty_gamma: float = doc_field("exponent of the area weight (a / a_ref) ** -gamma", default=0.5)
+    difficulty_ref_area: float | None = doc_field("reference relative area a_ref; None = median of the training data")
+    difficulty_min: float = doc_field("lower clip of the unnormalised area weight", default=0.5)
+    difficulty_max: float = doc_field("upper clip of the unnormalised area weight", default=2.0)
+    difficulty_samples: int = doc_field("training examples used to estimate a_ref and the normaliser", default=512)
+    success_beta: float = doc_field("blend of group success rate into sample_weights: 1 + beta * (1 - 2p); 0 = off", default=0.0)
+
+    def __post_init__(self):
+        super().__post_init__()
+        for fname in ("n_widgets", "width_range"):
+            v = list(getattr(self, fname))
+            if len(v) != 2 or not 1 <= v[0] <= v[1]:
+                raise ValueError(f"{fname}: must be [min, max] with 1 <= min <= max, got {v!r}")
+        if self.width_range[0] < 56:
+            raise ValueError(f"width_range: minimum width is 56 pixels, got {list(self.width_range)!r}")
+        if not self.platforms or any(p not in PLATFORMS for p in self.platforms):
+            raise ValueError(f"platforms: must be a non-empty subset of {list(PLATFORMS)}, got {list(self.platforms)!r}")
+        if not self.kinds or any(k not in KINDS for k in self.kinds):
+            raise ValueError(f"kinds: must be a non-empty subset of {list(KINDS)}, got {list(self.kinds)!r}")
+        if "icon" not in self.kinds and self.n_widgets[1] > sum(len(LABEL_POOLS[k]) for k in set(self.kinds)):
+            raise ValueError(f"n_widgets: {self.n_widgets[1]} widgets exceed the text labels available for kinds {list(self.kinds)}")
+        if not self.data:
+            raise ValueError("data: must be 'synthetic' or a path to a .jsonl file")
+        if self.eval_examples < 1:
+            raise ValueError(f"eval_examples: must be >= 1, got {self.eval_examples}")
+        if not 0.0 < self.jsonl_eval_fraction < 1.0:
+            raise ValueError(f"jsonl_eval_fraction: must be in (0, 1), got {self.jsonl_eval_fraction}")
+        if not 0.0 <= self.appearance_prob <= 1.0:
+            raise ValueError(f"appearance_prob: must be in [0, 1], got {self.appearance_prob}")
+        if self.difficulty not in ("off", "area"):
+            raise ValueError(f"difficulty: must be 'off' or 'area', got {self.difficulty!r}")
+        if self.difficulty_gamma < 0:
+            raise ValueError(f"difficulty_gamma: must be >= 0, got {self.difficulty_gamma}")
+        if self.difficulty_ref_area is not None and not 0 < self.difficulty_ref_area <= 1:
+            raise ValueError(f"difficulty_ref_area: must be in (0, 1] or null, got {self.difficulty_ref_area}")
+        if not 0 < self.difficulty_min <= self.difficulty_max:
+            raise ValueError(f"difficulty_min/difficulty_max: need 0 < min <= max, got {self.difficulty_min}, {self.difficulty_max}")
+        if self.difficulty_samples < 1:
+            raise ValueError(f"difficulty_samples: must be >= 1, got {self.difficulty_samples}")
+        if not 0.0 <= self.success_beta <= 1.0:
+            raise ValueError(f"success_beta: must be in [0, 1], got {self.success_beta}")
+
+
+def generator_kwargs(cfg) -> dict:
+    """Keyword arguments of `generator.generate` from a Config (dataclass or OmegaConf node)."""
+    return dict(
+        n_widgets=tuple(cfg.n_widgets), width_range=tuple(cfg.width_range), platforms=tuple(cfg.platforms),
+        kinds=tuple(cfg.kinds), decor=bool(cfg.decor), appearance_prob=float(cfg.appearance_prob),
+    )  # fmt: skip

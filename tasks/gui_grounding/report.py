@@ -1,0 +1,133 @@
+"""Evaluation report for grounding tasks (also used by tasks/screenspot).
+
+Every number is recomputed from each episode's answer text and its observation's ground truth,
+so the report does not depend on what the trainer kept of `StepResult.info`.
+
+Report keys: ``overall`` (click accuracy), ``stderr`` (binomial sqrt(p(1-p)/n)), ``count``,
+``mean_iou``, ``parse_failure_rate``, ``reasons`` (counts), reward-hacking diagnostics
+``mean_area_ratio`` (predicted / GT area, over answers with a box) and ``big_box_rate`` (share of
+those boxes covering more than ``big_box_fraction`` of the screen), and ``breakdown``:
+``{"platform/element_type": {"mobile/text": {"accuracy", "stderr", "count"}, ...}, ...}``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+from PIL import Image, ImageDraw
+
+from .env import analyse_answer
+
+SYNTHETIC_BREAKDOWNS = (("platform", "element_type"), ("target_kind",), ("instruction_style",), ("n_widgets",))
+
+
+def stderr(p: float, n: int) -> float:
+    """Binomial standard error sqrt(p (1 - p) / n) (0 for n = 0)."""
+    return math.sqrt(p * (1.0 - p) / n) if n > 0 else 0.0
+
+
+def _cell(hits: Sequence[float]) -> dict:
+    n = len(hits)
+    p = sum(hits) / n if n else 0.0
+    return {"accuracy": p, "stderr": stderr(p, n), "count": n}
+
+
+def episode_rows(episodes, big_box_fraction: float = 0.25) -> list[dict]:
+    """One row per episode: raw scores, diagnostics and the tags used by breakdowns."""
+    rows = []
+    for ep in episodes:
+        turn = ep.turns[0]
+        info = turn.observation.info
+        a = analyse_answer(turn.response_text or "", info, big_box_fraction)
+        tags = {**(info.get("metadata") or {}), **(info.get("tags") or {})}
+        rows.append({**a, "tags": tags})
+    return rows
+
+
+def summarize(rows: list[dict], breakdowns: Sequence[Sequence[str]]) -> dict:
+    """Aggregate rows into the report dict (see module docstring)."""
+    n = len(rows)
+    hits = [r["hit"] for r in rows]
+    boxes = [r for r in rows if r["pred"] is not None and r["pred"].kind == "box"]
+    out = {
+        "count": n,
+        "overall": _cell(hits)["accuracy"],
+        "stderr": _cell(hits)["stderr"],
+        "mean_iou": sum(r["iou"] for r in rows) / n if n else 0.0,
+        "parse_failure_rate": sum(r["reason"] == "parse" for r in rows) / n if n else 0.0,
+        "reasons": dict(Counter(r["reason"] for r in rows if r["reason"] is not None)),
+        "mean_area_ratio": sum(r["area_ratio"] for r in boxes) / len(boxes) if boxes else 0.0,
+        "big_box_rate": sum(r["big_box"] for r in boxes) / len(boxes) if boxes else 0.0,
+        "breakdown": {},
+    }
+    for keys in breakdowns:
+        cells: dict[str, list[float]] = defaultdict(list)
+        for r in rows:
+            if all(k in r["tags"] for k in keys):
+                cells["/".join(str(r["tags"][k]) for k in keys)].append(r["hit"])
+        if cells:
+            out["breakdown"]["/".join(keys)] = {c: _cell(v) for c, v in sorted(cells.items())}
+    return out
+
+
+def report(episodes, cfg) -> dict:
+    """Evaluation report of synthetic / JSONL grounding episodes."""
+    return summarize(episode_rows(episodes, cfg.big_box_fraction), SYNTHETIC_BREAKDOWNS)
+
+
+def to_markdown(rep: dict, title: str = "Grounding evaluation") -> str:
+    """The report as Markdown: a summary table and one table per breakdown."""
+    lines = [f"## {title}", "", "| metric | value |", "|---|---|"]
+    lines.append(f"| click accuracy | {100 * rep['overall']:.1f}% ± {100 * rep['stderr']:.1f} (n={rep['count']}) |")
+    lines.append(f"| mean IoU | {rep['mean_iou']:.3f} |")
+    lines.append(f"| parse failures | {100 * rep['parse_failure_rate']:.1f}% |")
+    lines.append(f"| mean pred/GT area | {rep['mean_area_ratio']:.2f} |")
+    lines.append(f"| boxes > big-box threshold | {100 * rep['big_box_rate']:.1f}% |")
+    for dim, cells in rep.get("breakdown", {}).items():
+        lines += ["", f"### by {dim}", "", f"| {dim} | accuracy | ± s.e. | n |", "|---|---|---|---|"]
+        for cell, s in cells.items():
+            lines.append(f"| {cell} | {100 * s['accuracy']:.1f}% | {100 * s['stderr']:.1f} | {s['count']} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(rep: dict, path: str, title: str = "Grounding evaluation") -> str:
+    """Write `to_markdown(rep)` to `path`; returns the text."""
+    text = to_markdown(rep, title)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return text
+
+
+def dump_annotated(episodes, out_dir: str, limit: int = 16, big_box_fraction: float = 0.25) -> list[str]:
+    """Save up to `limit` model-frame images with the GT box (green) and the prediction (red).
+
+    A predicted point is drawn as a red cross; the instruction and the answer go in a caption.
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    for i, ep in enumerate(list(episodes)[:limit]):
+        turn = ep.turns[0]
+        info = turn.observation.info
+        a = analyse_answer(turn.response_text or "", info, big_box_fraction)
+        img = turn.observation.images[0].convert("RGB")
+        canvas = Image.new("RGB", (max(img.width, 200), img.height + 30), (255, 255, 255))
+        canvas.paste(img, (0, 0))
+        d = ImageDraw.Draw(canvas)
+        d.rectangle(info["gt_box"], outline=(0, 200, 0), width=2)
+        pred = a["pred"]
+        if pred is not None and pred.kind == "box":
+            d.rectangle(pred.values, outline=(230, 0, 0), width=2)
+        elif pred is not None:
+            x, y = pred.values
+            d.line((x - 5, y, x + 5, y), fill=(230, 0, 0), width=2)
+            d.line((x, y - 5, x, y + 5), fill=(230, 0, 0), width=2)
+        d.text((2, img.height + 2), str(info.get("instruction", ""))[:80], fill=(0, 0, 0))
+        d.text((2, img.height + 15), (turn.response_text or "")[:80].replace("\n", " "), fill=(200, 0, 0))
+        path = os.path.join(out_dir, f"{i:04d}_{'hit' if a['hit'] else 'miss'}.png")
+        canvas.save(path)
+        paths.append(path)
+    return paths

@@ -1,0 +1,51 @@
+"""ScreenSpot / ScreenSpot-v2 / ScreenSpot-Pro evaluation (GUI grounding, click accuracy).
+
+Reuses the scoring, prompts and report of tasks/gui_grounding; this folder adds the readers for
+the official layouts (readers.py) and an env over their records (env.py). See README.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tasks.gui_grounding.config import ScoringConfig, doc_field
+
+from .env import ScreenSpotEnv, check_split, load_records
+from .readers import LAYOUTS, DatasetError, Record, detect_layout, read_records
+from .report import dump_annotated, report, to_markdown, write_markdown
+
+__all__ = ["Config", "make_env", "num_examples", "report", "ScreenSpotEnv", "read_records", "detect_layout",
+           "DatasetError", "Record", "dump_annotated", "to_markdown", "write_markdown"]  # fmt: skip
+
+
+@dataclass
+class Config(ScoringConfig):
+    """ScreenSpot-family evaluation config."""
+
+    name: str = doc_field("task name (used in logs and run names)", default="screenspot")
+    module: str = doc_field("python module implementing the task", default="tasks.screenspot")
+    max_pixels: int = doc_field("smart_resize upper bound on the model-frame area (Qwen2.5-VL ships 12845056)", default=12845056)
+    data_dir: str = doc_field("folder holding an official layout (ScreenSpot, -v2 or -Pro)", default="data/screenspot")
+    layout: str = doc_field("'auto' (detect from data_dir) or screenspot / screenspot_v2 / screenspot_pro", default="auto")
+    subsets: list[str] = doc_field("platforms (mobile/desktop/web) or Pro annotation stems to keep; [] = all", default_factory=list)
+    limit: int | None = doc_field("evaluate only the first N records; null = all")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.layout != "auto" and self.layout not in LAYOUTS:
+            raise ValueError(f"layout: must be 'auto' or one of {list(LAYOUTS)}, got {self.layout!r}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit: must be >= 1 or null, got {self.limit}")
+        if not self.data_dir:
+            raise ValueError("data_dir: must name the dataset folder")
+
+
+def make_env(cfg: Config, split: str = "eval") -> ScreenSpotEnv:
+    """Env over the records (evaluation only: split must be 'eval')."""
+    return ScreenSpotEnv(cfg, split)
+
+
+def num_examples(cfg: Config, split: str = "eval") -> int:
+    """Number of records (after `subsets` and `limit`)."""
+    check_split(split)
+    return len(load_records(cfg)[1])

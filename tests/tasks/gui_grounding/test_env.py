@@ -1,0 +1,166 @@
+"""GUI grounding task: config, env reset/step, processor frame, JSONL data, weights, report."""
+
+import io
+import json
+import os
+
+import pytest
+from omegaconf import OmegaConf
+from omegaconf.errors import ValidationError
+
+import tasks.gui_grounding as gg
+from tasks.gui_grounding.data import write_jsonl
+from vlrl.episode import Episode, Turn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+FAST = dict(eval_examples=8, difficulty_samples=64)
+
+
+def cfg_of(**kw):
+    return gg.Config(**{**FAST, **kw})
+
+
+def answer(box):
+    return "```json\n" + json.dumps([{"bbox_2d": [round(v, 3) for v in box], "label": "x"}]) + "\n```"
+
+
+def episode(obs, text, step=None):
+    turn = Turn(observation=obs, response_ids=[], logprobs=[], response_text=text, done=True)
+    if step is not None:
+        turn.rewards, turn.info = step.rewards, step.info
+    return Episode(turns=[turn])
+
+
+def png(image):
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_yaml_merges_into_config():
+    base = OmegaConf.structured(gg.Config)
+    yaml = OmegaConf.load(os.path.join(ROOT, "configs", "task", "gui_grounding.yaml"))
+    cfg = OmegaConf.to_object(OmegaConf.merge(base, yaml, {"reward_terms": ["hit"]}))
+    assert isinstance(cfg, gg.Config) and cfg.module == "tasks.gui_grounding" and cfg.reward_terms == ["hit"]
+    assert all(f.metadata.get("help") for f in gg.Config.__dataclass_fields__.values())
+    with pytest.raises(ValidationError, match="n_widgets"):
+        OmegaConf.merge(base, {"n_widgets": "many"})
+
+
+@pytest.mark.parametrize(
+    "kw,field",
+    [({"prompt": "long"}, "prompt"), ({"reward_terms": ["hit", "format"]}, "reward_terms"), ({"n_widgets": [3, 1]}, "n_widgets"),
+     ({"width_range": [10, 20]}, "width_range"), ({"difficulty": "hard"}, "difficulty"), ({"kinds": ["slider"]}, "kinds"),
+     ({"max_pixels": 100}, "min_pixels"), ({"success_beta": 2.0}, "success_beta"), ({"reward_weights": {"fmt": 1.0}}, "reward_weights")],
+)  # fmt: skip
+def test_config_validation_names_field(kw, field):
+    with pytest.raises(ValueError, match=field):
+        gg.Config(**kw)
+
+
+def test_reset_is_deterministic_and_in_model_frame():
+    cfg = cfg_of()
+    a, b = gg.make_env(cfg, "train").reset(42), gg.make_env(cfg, "train").reset(42)
+    assert png(a.images[0]) == png(b.images[0]) and a.info["gt_box"] == b.info["gt_box"]
+    w, h = a.info["image_size"]
+    assert a.images[0].size == (w, h) and w % 28 == 0 and h % 28 == 0 and w * h <= cfg.max_pixels
+    assert a.messages[0]["content"][0] == {"type": "image"} and "Grounding instruction is: " in a.messages[0]["content"][1]["text"]
+    assert a.info["instruction"] in a.messages[0]["content"][1]["text"].replace("Grounding instruction is: ", "")
+    x1, y1, x2, y2 = a.info["gt_box"]
+    assert 0 <= x1 < x2 <= w and 0 <= y1 < y2 <= h and a.info["sample_weight"] > 0
+
+
+def test_perfect_answer_and_garbage():
+    env = gg.make_env(cfg_of(), "train")
+    obs = env.reset(7)
+    res = env.step(answer(obs.info["gt_box"]))
+    assert res.done and res.observation is None
+    assert sum(res.rewards.values()) == pytest.approx(1.375, abs=1e-4)
+    assert res.info["hit"] == 1.0 and res.info["iou"] == pytest.approx(1.0, abs=1e-4) and res.info["reason"] is None
+    assert res.info["area_ratio"] == pytest.approx(1.0, abs=1e-3) and res.info["big_box"] == 0.0
+    bad = env.step("no idea")
+    assert bad.rewards == {"hit": 0.0, "iou": 0.0, "box": 0.0} and bad.info["reason"] == "parse"
+    w, h = obs.info["image_size"]
+    big = env.step(answer([0, 0, w, h]))
+    assert big.info["big_box"] == 1.0 and big.info["area_ratio"] > 1
+
+
+def test_reward_terms_ablation_and_think_prompt():
+    env = gg.make_env(cfg_of(reward_terms=["hit"], prompt="think"), "train")
+    obs = env.reset(3)
+    assert "<think>" in obs.messages[0]["content"][1]["text"]
+    res = env.step("<think>it is there [0, 0, 1, 1]</think>" + answer(obs.info["gt_box"]))
+    assert res.rewards == {"hit": 1.0}
+
+
+def test_train_eval_disjoint_and_sizes():
+    cfg = cfg_of()
+    assert gg.num_examples(cfg, "train") is None and gg.num_examples(cfg, "eval") == 8
+    tr = {gg.make_env(cfg, "train").reset(i).info["metadata"]["layout_seed"] for i in range(20)}
+    ev = {gg.make_env(cfg, "eval").reset(i).info["metadata"]["layout_seed"] for i in range(8)}
+    assert not tr & ev
+    assert gg.make_env(cfg, "eval").reset(0).info["metadata"]["split"] == "eval"
+
+
+def test_processor_does_not_resize_again(tiny_model_path):
+    from transformers import AutoProcessor
+
+    proc = AutoProcessor.from_pretrained(tiny_model_path)
+    cfg = cfg_of(width_range=[400, 900])
+    obs = gg.make_env(cfg, "train").reset(11)
+    text = proc.apply_chat_template(obs.messages, add_generation_prompt=True, tokenize=False)
+    out = proc(text=[text], images=obs.images, return_tensors="pt", **obs.processor_kwargs)
+    w, h = obs.info["image_size"]
+    assert out["image_grid_thw"].tolist() == [[1, h // 14, w // 14]]
+
+
+def test_difficulty_weights():
+    cfg = cfg_of()
+    env = gg.make_env(cfg, "train")
+    obs = [env.reset(i) for i in range(64)]
+    ws = [o.info["sample_weight"] for o in obs]
+    assert sum(ws) / len(ws) == pytest.approx(1.0, abs=0.05)  # normalised on these very examples
+    smallest = min(obs, key=lambda o: o.info["target_rel_area"])
+    largest = max(obs, key=lambda o: o.info["target_rel_area"])
+    assert smallest.info["sample_weight"] > largest.info["sample_weight"]
+    assert gg.make_env(cfg_of(difficulty="off"), "train").reset(0).info["sample_weight"] == 1.0
+
+
+def test_sample_weights_hook():
+    cfg = cfg_of(success_beta=0.5)
+    env = gg.make_env(cfg, "train")
+    obs = env.reset(5)
+    hit, miss = answer(obs.info["gt_box"]), "nothing"
+    group = [episode(obs, hit, env.step(hit))] + [episode(obs, miss) for _ in range(3)]  # p = 1/4
+    w0 = obs.info["sample_weight"]
+    assert gg.sample_weights(group, cfg) == pytest.approx([w0 * 1.25] * 4)  # 1 + 0.5 * (1 - 2/4)
+    assert gg.sample_weights(group, cfg_of(difficulty="off", success_beta=0.0)) == [1.0] * 4
+    assert gg.sample_weights(group, cfg_of()) == pytest.approx([w0] * 4)
+
+
+def test_jsonl_data_source(tmp_path):
+    path = tmp_path / "train.jsonl"
+    write_jsonl(str(path), range(30), n_widgets=(1, 2), width_range=(112, 224))
+    cfg = cfg_of(data=str(path))
+    n_tr, n_ev = gg.num_examples(cfg, "train"), gg.num_examples(cfg, "eval")
+    assert n_tr + n_ev == 30 and n_ev >= 1
+    env = gg.make_env(cfg, "eval")
+    obs = env.reset(0)
+    assert env.step(answer(obs.info["gt_box"])).info["hit"] == 1.0
+    cfg2 = cfg_of(data=str(path), eval_data=str(path))
+    assert gg.num_examples(cfg2, "eval") == 30
+
+
+def test_report_on_synthetic_episodes(tmp_path):
+    cfg = cfg_of()
+    env = gg.make_env(cfg, "eval")
+    eps = []
+    for i in range(4):
+        obs = env.reset(i)
+        text = answer(obs.info["gt_box"]) if i < 3 else "???"
+        eps.append(episode(obs, text))
+    rep = gg.report(eps, cfg)
+    assert rep["count"] == 4 and rep["overall"] == 0.75 and rep["parse_failure_rate"] == 0.25
+    assert rep["stderr"] == pytest.approx((0.75 * 0.25 / 4) ** 0.5)
+    assert "platform/element_type" in rep["breakdown"]
+    json.dumps(rep)
