@@ -10,10 +10,10 @@ from .config import Config, ScoringConfig
 from .data import make_source
 from .difficulty import group_weights
 from .env import GroundingEnv
-from .report import report
+from .report import dump_annotated, report, to_markdown
 
 __all__ = ["Config", "ScoringConfig", "GroundingEnv", "make_env", "num_examples", "reference_answer", "report",
-           "sample_weights"]
+           "sample_weights", "markdown", "dump_examples"]
 
 
 def make_env(cfg: Config, split: str) -> GroundingEnv:
@@ -58,3 +58,13 @@ def _hit(ep, cfg) -> float:
     from .env import analyse_answer
 
     return analyse_answer(turn.response_text or "", turn.observation.info, cfg.big_box_fraction)["hit"]
+
+
+def markdown(rep: dict) -> str:
+    """The report as a Markdown table (written next to the JSON by vlrl/evaluate.py)."""
+    return to_markdown(rep)
+
+
+def dump_examples(episodes, out_dir, cfg) -> list[str]:
+    """Annotated images (GT green, prediction red) for a person to look at."""
+    return dump_annotated(episodes, str(out_dir), limit=len(episodes), big_box_fraction=cfg.big_box_fraction)

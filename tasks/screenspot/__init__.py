@@ -14,7 +14,7 @@ from .env import ScreenSpotEnv, check_split, load_records
 from .readers import LAYOUTS, DatasetError, Record, detect_layout, read_records
 from .report import dump_annotated, report, to_markdown, write_markdown
 
-__all__ = ["Config", "make_env", "num_examples", "report", "ScreenSpotEnv", "read_records", "detect_layout",
+__all__ = ["Config", "make_env", "num_examples", "report", "markdown", "dump_examples", "ScreenSpotEnv", "read_records", "detect_layout",
            "DatasetError", "Record", "dump_annotated", "to_markdown", "write_markdown"]  # fmt: skip
 
 
@@ -49,3 +49,13 @@ def num_examples(cfg: Config, split: str = "eval") -> int:
     """Number of records (after `subsets` and `limit`)."""
     check_split(split)
     return len(load_records(cfg)[1])
+
+
+def markdown(rep: dict) -> str:
+    """The report as a Markdown table (written next to the JSON by vlrl/evaluate.py)."""
+    return to_markdown(rep)
+
+
+def dump_examples(episodes, out_dir, cfg) -> list[str]:
+    """Annotated images (GT green, prediction red) for a person to look at."""
+    return dump_annotated(episodes, str(out_dir), limit=len(episodes), big_box_fraction=cfg.big_box_fraction)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from tasks.gui_grounding.config import doc_field
 from tasks.screenspot import Config as _ScreenSpotConfig
-from tasks.screenspot import make_env, num_examples, report
+from tasks.screenspot import dump_examples, make_env, markdown, num_examples, report
 
-__all__ = ["Config", "make_env", "num_examples", "report"]
+__all__ = ["Config", "make_env", "num_examples", "report", "markdown", "dump_examples"]
 
 
 @dataclass
