@@ -6,6 +6,9 @@ The same code path loads the embedded tiny checkpoint under assets/ and a real h
 
 from __future__ import annotations
 
+import json
+import os
+
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -46,17 +49,28 @@ def load_model(cfg: ModelConfig, device: torch.device | str = "cpu", trainable: 
     """The model, on `device`, in train mode if `trainable` (dropout stays off: configs set it to 0)."""
     device = torch.device(device)
     path = resolve_path(cfg.path)
+    adapter = os.path.join(path, "adapter_config.json")
+    if os.path.exists(adapter):
+        # A LoRA checkpoint: its base model, then the saved adapter on top.
+        with open(adapter) as f:
+            path = resolve_path(json.load(f)["base_model_name_or_path"])
     model = AutoModelForImageTextToText.from_pretrained(
         path, dtype=pick_dtype(cfg.dtype, device), attn_implementation=cfg.attn_implementation
     )
     model.to(device)
+    if os.path.exists(adapter):
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, resolve_path(cfg.path), is_trainable=trainable)
+        if not trainable:
+            model = model.merge_and_unload()
     if cfg.freeze_vision:
         for p in vision_tower(model).parameters():
             p.requires_grad_(False)
     if cfg.gradient_checkpointing and trainable:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
-    if cfg.lora.r > 0 and trainable:
+    if cfg.lora.r > 0 and trainable and not os.path.exists(adapter):
         from peft import LoraConfig, get_peft_model
 
         lcfg = LoraConfig(

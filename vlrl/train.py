@@ -18,9 +18,9 @@ if __package__ in (None, ""):
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
+import dataclasses
 import json
 import time
-from dataclasses import asdict
 
 import torch
 from omegaconf import OmegaConf
@@ -95,10 +95,7 @@ def run(cfg: Config, task) -> dict:
     out_dir = cfg.trainer.output_dir
 
     resume_from = checkpoint.find_resume(out_dir, cfg.trainer.resume)
-    model_cfg = cfg.model
-    if resume_from is not None:
-        model_cfg = type(cfg.model)(**{**asdict(cfg.model), "path": str(resume_from)})
-        model_cfg.lora = cfg.model.lora
+    model_cfg = cfg.model if resume_from is None else dataclasses.replace(cfg.model, path=str(resume_from))
     processor = load_processor(model_cfg)
     model = load_model(model_cfg, accelerator.device)
     ref_model = load_model(cfg.model, accelerator.device, trainable=False) if cfg.algo.beta > 0 else None
@@ -147,7 +144,9 @@ def run(cfg: Config, task) -> dict:
             t0 = time.perf_counter()
             torch.manual_seed(step_seed(cfg, step, rank))
             seeds = prompt_seeds(cfg, step, rank, world)
-            episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns)
+            rollout_stats: dict = {}
+            episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns,
+                                    stats=rollout_stats)
             t_rollout = time.perf_counter() - t0
 
             advantages = episode_advantages(episodes, cfg.algo)
@@ -160,6 +159,7 @@ def run(cfg: Config, task) -> dict:
             metrics = episode_metrics(episodes, cfg.algo.group_size, cfg.algo.reward_weights)
             n_tokens = sum(len(t.response_ids) for ep in episodes for t in ep.turns)
             metrics.update(stats)
+            metrics["skipped_samples"] = float(rollout_stats.get("skipped_samples", 0))
             metrics.update({
                 "time/step": dt, "time/rollout": t_rollout, "time/update": dt - t_rollout,
                 "samples_per_s": len(episodes) * world / dt, "tokens_per_s": n_tokens * world / dt,

@@ -22,6 +22,7 @@ class Config:
     name: str = "toy"  # task name
     module: str = "tests/toy_task"  # task folder (a path works as well as a module name)
     size: int = 56  # image side in pixels
+    corrupt_every: int = 0  # if > 0, reset(seed) raises OSError when seed % corrupt_every == 0 (robustness tests)
 
     def __post_init__(self):
         if self.size < 28:
@@ -33,6 +34,8 @@ class ToyEnv:
         self.cfg, self.split, self.color = cfg, split, "red"
 
     def reset(self, seed: int) -> Observation:
+        if self.cfg.corrupt_every and seed % self.cfg.corrupt_every == 0:
+            raise OSError(f"image for seed {seed} is corrupt")
         rng = random.Random(seed * 2 + (self.split == "eval"))
         self.color = rng.choice(sorted(COLORS))
         image = Image.new("RGB", (self.cfg.size, self.cfg.size), COLORS[self.color])

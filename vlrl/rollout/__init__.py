@@ -8,6 +8,7 @@ engine uses the training model itself).
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -40,25 +41,38 @@ def run_episodes(
     group_size: int,
     max_turns: int = 1,
     greedy: bool = False,
+    stats: dict | None = None,
 ) -> list[Episode]:
     """Roll out `group_size` episodes per seed; episodes of a group are consecutive.
 
     The first observation of a group is computed once and shared by its G episodes (one env is
     reset, the others are copies), so the engine encodes its images once. Later turns are decoded
     in one batched call over all live episodes.
+
+    A seed whose reset fails with OSError / ValueError (a corrupt or missing image, a bad record)
+    is skipped with a warning and counted in `stats["skipped_samples"]`; the run goes on.
     """
     episodes: list[Episode] = []
     envs: list[Env] = []
     first_obs = []
-    for gid, seed in enumerate(seeds):
+    for seed in seeds:
         env = make_env()
-        obs = env.reset(seed)
+        try:
+            obs = env.reset(seed)
+        except (OSError, ValueError) as e:
+            warnings.warn(f"skipping sample {seed}: {type(e).__name__}: {e}", stacklevel=2)
+            if stats is not None:
+                stats["skipped_samples"] = stats.get("skipped_samples", 0) + 1
+            continue
+        gid = len(first_obs)
         first_obs.append(obs)
         group_envs = [env] + [copy.deepcopy(env) for _ in range(group_size - 1)]
         for env_i in group_envs:
             envs.append(env_i)
             episodes.append(Episode(group_id=gid, seed=seed))
 
+    if not first_obs:
+        return []
     samples = [s for group in engine.generate(first_obs, n=group_size, greedy=greedy) for s in group]
     current = [first_obs[i // group_size] for i in range(len(episodes))]
     live = list(range(len(episodes)))
