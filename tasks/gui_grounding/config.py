@@ -28,7 +28,7 @@ class ScoringConfig:
     reward_terms: list[str] = doc_field("reward terms returned by step(): subset of hit, iou, box", default_factory=lambda: list(TERMS))
     reward_weights: dict[str, float] = doc_field("weight of each raw reward term", default_factory=lambda: dict(DEFAULT_WEIGHTS))
     min_pixels: int = doc_field("smart_resize lower bound on the model-frame area (pixels)", default=56 * 56)
-    max_pixels: int = doc_field("smart_resize upper bound on the model-frame area (pixels)", default=224 * 224)
+    max_pixels: int = doc_field("smart_resize upper bound on the model-frame area (pixels)", default=160 * 160)
     big_box_fraction: float = doc_field("a predicted box covering more than this fraction of the screen counts as 'big'", default=0.25)
 
     def __post_init__(self):
