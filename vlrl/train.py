@@ -88,6 +88,9 @@ def run(cfg: Config, task) -> dict:
     from accelerate.utils import set_seed
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    if accelerator.distributed_type.name in ("FSDP", "DEEPSPEED", "MEGATRON_LM"):
+        raise SystemExit(f"vlrl: {accelerator.distributed_type.name} sharded training is not supported by the trainer yet "
+                         "(it would silently replicate the model); use data parallel (configs/accelerate/multi_gpu.yaml)")
     rank, world, main = accelerator.process_index, accelerator.num_processes, accelerator.is_main_process
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)

@@ -43,8 +43,8 @@ def test_two_processes_equal_one_with_accumulation(tmp_path, loss_type):
 @pytest.mark.slow
 def test_two_process_training_run_end_to_end(tmp_path):
     out = tmp_path / "run"
-    _run([ACCELERATE, "launch", "--cpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-          "--dynamo_backend", "no", "--main_process_port", str(30500 + os.getpid() % 1000),
+    _run([ACCELERATE, "launch", "--config_file", os.path.join(ROOT, "configs", "accelerate", "cpu_2proc.yaml"),
+          "--main_process_port", str(30500 + os.getpid() % 1000),
           os.path.join(ROOT, "vlrl", "train.py"), "task=toy", f"hydra.searchpath=[file://{ROOT}/tests/configs]",
           "trainer.steps=2", "trainer.prompts_per_step=1", "algo.group_size=4", "rollout.max_new_tokens=6",
           f"trainer.output_dir={out}", "trainer.progress=false"])

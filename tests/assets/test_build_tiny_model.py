@@ -1,0 +1,35 @@
+"""The embedded model is reproducible: rebuilding it gives the shipped files bit for bit."""
+
+import hashlib
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHIPPED = os.path.join(ROOT, "assets", "tiny-qwen2.5-vl")
+
+
+def _sha(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def test_rebuild_is_bit_identical(tmp_path):
+    out = tmp_path / "tiny"
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "assets", "build_tiny_model.py"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("model.safetensors", "tokenizer.json", "config.json", "chat_template.jinja", "processor_config.json"):
+        assert _sha(out / name) == _sha(os.path.join(SHIPPED, name)), name
+
+
+def test_shipped_model_is_small_and_real():
+    from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
+
+    size = sum(os.path.getsize(os.path.join(SHIPPED, f)) for f in os.listdir(SHIPPED))
+    assert size < 8 * 2**20
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(SHIPPED)
+    tok = AutoProcessor.from_pretrained(SHIPPED).tokenizer
+    assert all(len(tok(str(n), add_special_tokens=False)["input_ids"]) == 1 for n in range(1024))
+    for special in ("<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", "<|endoftext|>"):
+        assert tok.convert_tokens_to_ids(special) is not None
+    assert sum(p.numel() for p in model.parameters()) < 2_000_000
