@@ -61,6 +61,7 @@ class Config(ScoringConfig):
     kinds: list[str] = doc_field("widget kinds to sample from", default_factory=lambda: list(KINDS))
     decor: bool = doc_field("draw non-target decoration (status/title/address bars, skeleton lines)", default=True)
     appearance_prob: float = doc_field("probability a button is named by colour when that is unique", default=0.5)
+    widget_scale: float = doc_field("multiplies widget sizes; > 1 gives targets a tiny model can resolve at small frames", default=1.0)
     difficulty: str = doc_field("loss weighting: 'off' or 'area' (smaller target = larger weight)", default="area")
     difficulty_gamma: float = doc_field("exponent of the area weight (a / a_ref) ** -gamma", default=0.5)
     difficulty_ref_area: float | None = doc_field("reference relative area a_ref; None = median of the training data")
@@ -89,6 +90,8 @@ class Config(ScoringConfig):
             raise ValueError(f"eval_examples: must be >= 1, got {self.eval_examples}")
         if not 0.0 < self.jsonl_eval_fraction < 1.0:
             raise ValueError(f"jsonl_eval_fraction: must be in (0, 1), got {self.jsonl_eval_fraction}")
+        if not 0.5 <= self.widget_scale <= 4.0:
+            raise ValueError(f"widget_scale: must be in [0.5, 4], got {self.widget_scale}")
         if not 0.0 <= self.appearance_prob <= 1.0:
             raise ValueError(f"appearance_prob: must be in [0, 1], got {self.appearance_prob}")
         if self.difficulty not in ("off", "area"):
@@ -110,4 +113,5 @@ def generator_kwargs(cfg) -> dict:
     return dict(
         n_widgets=tuple(cfg.n_widgets), width_range=tuple(cfg.width_range), platforms=tuple(cfg.platforms),
         kinds=tuple(cfg.kinds), decor=bool(cfg.decor), appearance_prob=float(cfg.appearance_prob),
+        widget_scale=float(getattr(cfg, "widget_scale", 1.0)),
     )  # fmt: skip

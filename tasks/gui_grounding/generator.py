@@ -279,6 +279,7 @@ def generate(
     decor: bool = True,
     appearance_prob: float = 0.5,
     render: bool = True,
+    widget_scale: float = 1.0,
 ) -> Screen:
     """One screen, a pure function of its arguments. `render=False` skips drawing (layout only)."""
     lo, hi = n_widgets
@@ -309,8 +310,8 @@ def generate(
         bar = [wd for wd in widgets if wd.in_bar]
         free = [wd for wd in widgets if not wd.in_bar]
         factors = [(rng.uniform(1.0, 1.4), rng.uniform(0.8, 1.4), rng.uniform(0.3, 0.7)) for _ in free]
-        u0 = min(w, h) * rng.uniform(0.035, 0.08)
-        hmin = max(4.0, min(8.0, min(w, h) * 0.06))  # smallest widget height
+        u0 = min(w, h) * rng.uniform(0.035, 0.08) * widget_scale
+        hmin = max(4.0, min(8.0, min(w, h) * 0.06)) * widget_scale  # smallest widget height
         for use_decor in (True, False) if decor else (False,):  # then drop the chrome
             placed = _place(platform, w, h, th, rng, use_decor, bar, free, factors, u0, hmin)
             if placed is not None:
