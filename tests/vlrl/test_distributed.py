@@ -45,7 +45,7 @@ def test_two_process_training_run_end_to_end(tmp_path):
     out = tmp_path / "run"
     _run([ACCELERATE, "launch", "--config_file", os.path.join(ROOT, "configs", "accelerate", "cpu_2proc.yaml"),
           "--main_process_port", str(30500 + os.getpid() % 1000),
-          os.path.join(ROOT, "vlrl", "train.py"), "task=toy", f"hydra.searchpath=[file://{ROOT}/tests/configs]",
+          os.path.join(ROOT, "vlrl", "train.py"), "task=toy", "model=tiny", f"hydra.searchpath=[file://{ROOT}/tests/configs]",
           "trainer.steps=2", "trainer.prompts_per_step=1", "algo.group_size=4", "rollout.max_new_tokens=6",
           f"trainer.output_dir={out}", "trainer.progress=false"])
     lines = (out / "metrics.jsonl").read_text().splitlines()

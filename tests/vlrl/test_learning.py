@@ -9,7 +9,7 @@ from vlrl.evaluate import evaluate, write_report
 from vlrl.train import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOY = ["task=toy", f"hydra.searchpath=[file://{ROOT}/tests/configs]", "rollout.max_new_tokens=8", "eval.num_examples=64"]
+TOY = ["task=toy", "model=tiny", f"hydra.searchpath=[file://{ROOT}/tests/configs]", "rollout.max_new_tokens=8", "eval.num_examples=64"]
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from vlrl.evaluate import evaluate
 from vlrl.train import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOY = ["task=toy", f"hydra.searchpath=[file://{ROOT}/tests/configs]", "trainer.progress=false",
+TOY = ["task=toy", "model=tiny", f"hydra.searchpath=[file://{ROOT}/tests/configs]", "trainer.progress=false",
        "rollout.max_new_tokens=6", "algo.group_size=4", "trainer.prompts_per_step=2", "trainer.lr=1e-2"]
 
 

@@ -14,7 +14,7 @@ from vlrl.train import run
 from vlrl.trainer import build_rows, episode_advantages, make_optimizer, make_scheduler, update
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOY = ["task=toy", f"hydra.searchpath=[file://{ROOT}/tests/configs]", "trainer.progress=false",
+TOY = ["task=toy", "model=tiny", f"hydra.searchpath=[file://{ROOT}/tests/configs]", "trainer.progress=false",
        "rollout.max_new_tokens=6", "algo.group_size=4"]
 
 

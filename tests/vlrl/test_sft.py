@@ -7,7 +7,7 @@ from vlrl.config import compose, validate
 from vlrl.sft import run, task_config_at
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOY = ["task=toy", f"hydra.searchpath=[file://{ROOT}/tests/configs]", "trainer.progress=false",
+TOY = ["task=toy", "model=tiny", f"hydra.searchpath=[file://{ROOT}/tests/configs]", "trainer.progress=false",
        "trainer.lr=3e-3", "trainer.prompts_per_step=8", "rollout.max_new_tokens=8"]
 
 

@@ -13,7 +13,7 @@ from vlrl.config import compose, validate
 from vlrl.train import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOY = ["task=toy", f"hydra.searchpath=[file://{ROOT}/tests/configs]"]
+TOY = ["task=toy", "model=tiny", f"hydra.searchpath=[file://{ROOT}/tests/configs]"]
 FAST = ["trainer.prompts_per_step=2", "algo.group_size=4", "rollout.max_new_tokens=6", "trainer.progress=false",
         "trainer.lr=1e-3"]
 
