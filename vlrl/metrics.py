@@ -18,7 +18,16 @@ def peak_memory_mb() -> float:
     """Peak resident memory of this process (CUDA: peak allocated) in MiB."""
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork + exec, so a small child of a big
+    # parent would report the parent's peak.
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def episode_metrics(episodes: list[Episode], group_size: int, weights: dict[str, float] | None) -> dict[str, float]:
@@ -144,11 +153,21 @@ class RunLogger:
             self.wandb.finish()
 
 
-def read_metrics(path: str | os.PathLike) -> list[dict]:
+def read_metrics(path: str | os.PathLike, keys: list[str] | None = None) -> list[dict]:
+    """Records of a metrics.jsonl. With `keys`, each record keeps only `step` and those keys: the
+    file is streamed, so plotting at every checkpoint does not hold the run's whole history in memory
+    (which raised RSS in proportion to the run's length)."""
     path = Path(path)
     if not path.exists():
         return []
-    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    wanted = None if keys is None else ("step", *keys)
+    out = []
+    with open(path) as f:
+        for ln in f:
+            if ln.strip():
+                rec = json.loads(ln)
+                out.append(rec if wanted is None else {k: rec[k] for k in wanted if k in rec})
+    return out
 
 
 def plot_curves(records: list[dict], keys: list[str], out: str | os.PathLike, title: str = "") -> bool:

@@ -100,7 +100,7 @@ def run(cfg: Config, task) -> dict:
         if main:
             checkpoint.save(out_dir, step, model if cfg.model.lora.r else base_model(model), processor, optimizer, scheduler,
                             {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg))}, keep=cfg.trainer.keep_checkpoints)
-            plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl")), ["eval/overall"],
+            plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl"), ["eval/overall"]), ["eval/overall"],
                         os.path.join(out_dir, "eval_curve.png"), title=f"{cfg.task.name}: held-out accuracy (SFT)")
         accelerator.wait_for_everyone()
 

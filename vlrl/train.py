@@ -131,7 +131,8 @@ def run(cfg: Config, task) -> dict:
             checkpoint.save(out_dir, step, base_model(model) if cfg.model.lora.r == 0 else model, processor,
                             optimizer, scheduler, {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg))},
                             keep=cfg.trainer.keep_checkpoints)
-            plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl")), ["reward/mean", "eval/overall"],
+            curves = ["reward/mean", "eval/overall"]
+            plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl"), curves), curves,
                         os.path.join(out_dir, "reward_curve.png"), title=f"{cfg.task.name}: reward")
         accelerator.wait_for_everyone()
 

@@ -31,8 +31,9 @@ def _hits(episodes) -> list[float]:
 
 
 def _eval(overrides: list[str], n: int, output: Path) -> tuple[dict, list[float]]:
-    cfg, task = validate(compose(overrides + [f"eval.num_examples={n}", f"eval.output={output}"]))
+    cfg, task = validate(compose(overrides + [f"eval.num_examples={n}", f"task.eval_examples={n}", f"eval.output={output}"]))
     report, episodes = evaluate(cfg, task)
+    assert report["count"] == n, f"evaluated {report['count']} screens, wanted {n}"
     write_report(report, episodes, cfg, task, str(output))
     return report, _hits(episodes)
 
