@@ -1,0 +1,60 @@
+"""Train the task-completion PRM on segment pseudo-labels, then evaluate on held-out episodes.
+
+    python -m rewards.train_prm --data runs/rewards/lift84.npz --out runs/rewards/prm --steps 800 --minutes 6
+
+Same loop, checkpoints, resume and run record as rewards.train_progress (rewards.train_common).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+import numpy as np
+
+from rewards.pairs import split_by_seed
+from rewards.prm import PRM_CONFIG, batch_from_samples, evaluate_prm, sample_prm
+from rewards.train_common import TrainArgs, evaluate_checkpoint, train
+from rewards.train_progress import load_episodes
+from rewards.vlm_reward import VLMReward
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--head", default="regression", choices=["regression", "generative"])
+    ap.add_argument("--model", default="assets/tiny-qwen2.5-vl")
+    ap.add_argument("--held-out-frac", type=float, default=0.2)
+    ap.add_argument("--mismatch", type=float, default=0.15)
+    ap.add_argument("--positive", type=float, default=0.4)
+    ap.add_argument("--eval-every-frame", type=int, default=2, help="evaluate every k-th frame")
+    ap.add_argument("--eval-only", default=None, help="evaluate this checkpoint directory on the held-out episodes, no training")
+    for f in dataclasses.fields(TrainArgs):
+        if f.name != "out":
+            ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+    a = ap.parse_args(argv)
+    args = TrainArgs(out=a.out, **{f.name: getattr(a, f.name) for f in dataclasses.fields(TrainArgs) if f.name != "out"})
+    eps = load_episodes(a.data)
+    train_idx, test_idx = split_by_seed(eps, a.held_out_frac, seed=0)
+    train_eps, test_eps = [eps[k] for k in train_idx], [eps[k] for k in test_idx]
+    print(f"[prm] {len(train_eps)} train episodes, {len(test_eps)} held-out (seeds {sorted({e.seed for e in test_eps})})", flush=True)
+    cfg = dataclasses.replace(PRM_CONFIG, model_path=a.model, head=a.head)
+
+    def batch_fn(step: int):
+        rng = np.random.default_rng([args.seed, step])
+        return batch_from_samples(train_eps, sample_prm(train_eps, args.batch, rng, a.mismatch, a.positive))
+
+    def eval_fn(m):
+        return evaluate_prm(m, test_eps, every=a.eval_every_frame)
+
+    if a.eval_only:
+        return evaluate_checkpoint(a.eval_only, VLMReward.load, eval_fn, a.out, a.threads)
+    result = train(lambda: VLMReward(cfg), VLMReward.load, batch_fn, args, eval_fn, name="prm")
+    print(json.dumps({k: result[k] for k in ("step", "train_wall_s")}))
+    return result
+
+
+if __name__ == "__main__":
+    main()
