@@ -24,7 +24,6 @@ if ROOT not in sys.path:
 import json
 import platform
 import random
-import resource
 import statistics
 import time
 import warnings
@@ -182,18 +181,9 @@ def rss_mb() -> float:
 
 
 def peak_rss_mb() -> float:
-    """Peak RSS of this process in MiB: VmHWM of its address space.
+    from vlrl.metrics import peak_rss_mb as _peak
 
-    Not `ru_maxrss`: Linux carries it across fork + exec, so a child of a large process reports
-    at least its parent's RSS at fork time."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return _peak()
 
 
 def machine() -> dict:

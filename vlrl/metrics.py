@@ -15,11 +15,15 @@ from vlrl.episode import Episode, turn_reward
 
 
 def peak_memory_mb() -> float:
-    """Peak resident memory of this process (CUDA: peak allocated) in MiB."""
+    """Peak memory of this process in MiB: CUDA peak allocated on GPU, else peak RSS."""
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated() / 2**20
-    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork + exec, so a small child of a big
-    # parent would report the parent's peak.
+    return peak_rss_mb()
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory (VmHWM) in MiB. Not ru_maxrss: Linux carries it across fork + exec, so a
+    small child of a big parent would report the parent's peak."""
     try:
         with open("/proc/self/status") as f:
             for line in f:

@@ -26,11 +26,11 @@ from omegaconf import OmegaConf
 from vlrl import checkpoint
 from vlrl.config import Config, compose, validate
 from vlrl.forward import Row, response_logprobs
-from vlrl.metrics import RunLogger, peak_memory_mb, plot_curves, read_metrics
-from vlrl.models import base_model, load_model, load_processor
+from vlrl.metrics import peak_memory_mb, plot_curves, read_metrics
+from vlrl.models import base_model
 from vlrl.rollout import make_engine
 from vlrl.train import evaluate_policy, prompt_seeds, step_seed
-from vlrl.trainer import all_reduce_grads, make_optimizer, make_scheduler
+from vlrl.trainer import all_reduce_grads, start_run
 
 
 def task_config_at(cfg: Config, step: int):
@@ -64,33 +64,14 @@ def sft_step(model, processor, optimizer, scheduler, rows: list[Row], micro_batc
 
 
 def run(cfg: Config, task) -> dict:
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     if not hasattr(task, "reference_answer"):
         raise ValueError(f"task {cfg.task.name!r} has no reference_answer(observation, cfg): nothing to imitate")
-    accelerator = Accelerator(cpu=not torch.cuda.is_available())
-    rank, world, main = accelerator.process_index, accelerator.num_processes, accelerator.is_main_process
-    if cfg.trainer.threads:
-        torch.set_num_threads(cfg.trainer.threads)
-    set_seed(cfg.trainer.seed)
-    out_dir = cfg.trainer.output_dir
-    resume_from = checkpoint.find_resume(out_dir, cfg.trainer.resume)
-    model_cfg = cfg.model if resume_from is None else dataclasses.replace(cfg.model, path=str(resume_from))
-    processor = load_processor(model_cfg)
-    model = load_model(model_cfg, accelerator.device)
-    optimizer = make_optimizer(model, cfg.trainer)
-    scheduler = make_scheduler(optimizer, cfg.trainer, cfg.trainer.steps)
-    start = 0
-    if resume_from is not None:
-        state = checkpoint.load_state(resume_from)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        checkpoint.set_rng_state(state["rng"])
-        start = state["step"]
-    logger = RunLogger(out_dir, cfg.trainer.loggers, main, OmegaConf.to_container(OmegaConf.structured(cfg)))
-    logger.truncate_after(start)
+    r = start_run(cfg, cfg.trainer.steps)
+    accelerator, rank, world, main = r.accelerator, r.rank, r.world, r.main
+    model, processor, optimizer, scheduler, logger = r.model, r.processor, r.optimizer, r.scheduler, r.logger
+    start, resume_from, out_dir = r.start, r.resume_from, cfg.trainer.output_dir
     if main:
         print(f"[vlrl sft] {'resuming from ' + str(resume_from) if resume_from else 'starting'}: task={cfg.task.name} "
               f"steps={cfg.trainer.steps} batch={cfg.trainer.prompts_per_step} -> {out_dir}", flush=True)

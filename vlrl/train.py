@@ -18,7 +18,6 @@ if __package__ in (None, ""):
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
-import dataclasses
 import json
 import time
 
@@ -27,10 +26,10 @@ from omegaconf import OmegaConf
 
 from vlrl import checkpoint
 from vlrl.config import Config, compose, field_help, validate
-from vlrl.metrics import RunLogger, episode_metrics, peak_memory_mb, plot_curves, read_metrics, sample_rows
-from vlrl.models import base_model, load_model, load_processor
+from vlrl.metrics import episode_metrics, peak_memory_mb, plot_curves, read_metrics, sample_rows
+from vlrl.models import base_model, load_model
 from vlrl.rollout import make_engine, run_episodes
-from vlrl.trainer import build_rows, episode_advantages, make_optimizer, make_scheduler, update
+from vlrl.trainer import build_rows, episode_advantages, start_run, update
 
 
 def parse_cli(argv: list[str]) -> tuple[list[str], str | None]:
@@ -84,37 +83,13 @@ def evaluate_policy(engine, task, cfg: Config, n: int, batch_size: int) -> tuple
 
 
 def run(cfg: Config, task) -> dict:
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
-
-    accelerator = Accelerator(cpu=not torch.cuda.is_available())
-    if accelerator.distributed_type.name in ("FSDP", "DEEPSPEED", "MEGATRON_LM"):
-        raise SystemExit(f"vlrl: {accelerator.distributed_type.name} sharded training is not supported by the trainer yet "
-                         "(it would silently replicate the model); use data parallel (configs/accelerate/multi_gpu.yaml)")
-    rank, world, main = accelerator.process_index, accelerator.num_processes, accelerator.is_main_process
-    if cfg.trainer.threads:
-        torch.set_num_threads(cfg.trainer.threads)
-    set_seed(cfg.trainer.seed)
-    out_dir = cfg.trainer.output_dir
-
-    resume_from = checkpoint.find_resume(out_dir, cfg.trainer.resume)
-    model_cfg = cfg.model if resume_from is None else dataclasses.replace(cfg.model, path=str(resume_from))
-    processor = load_processor(model_cfg)
-    model = load_model(model_cfg, accelerator.device)
+    r = start_run(cfg, cfg.trainer.steps * cfg.algo.num_iterations)
+    accelerator, rank, world, main = r.accelerator, r.rank, r.world, r.main
+    model, processor, optimizer, scheduler, logger = r.model, r.processor, r.optimizer, r.scheduler, r.logger
+    start, resume_from, out_dir = r.start, r.resume_from, cfg.trainer.output_dir
+    # The reference policy is the starting one, not the checkpoint being resumed.
     ref_model = load_model(cfg.model, accelerator.device, trainable=False) if cfg.algo.beta > 0 else None
-    optimizer = make_optimizer(model, cfg.trainer)
-    scheduler = make_scheduler(optimizer, cfg.trainer, cfg.trainer.steps * cfg.algo.num_iterations)
     engine = make_engine(cfg.rollout, model, processor)
-
-    start = 0
-    if resume_from is not None:
-        state = checkpoint.load_state(resume_from)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        checkpoint.set_rng_state(state["rng"])
-        start = state["step"]
-    logger = RunLogger(out_dir, cfg.trainer.loggers, main, OmegaConf.to_container(OmegaConf.structured(cfg)), cfg.trainer.wandb_project)
-    logger.truncate_after(start)
     if main:
         os.makedirs(out_dir, exist_ok=True)
         with open(os.path.join(out_dir, "config.yaml"), "w") as f:

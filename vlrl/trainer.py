@@ -9,6 +9,7 @@ numbers of rows (multi-turn episodes) without collective-count mismatches.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -16,10 +17,13 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from vlrl import checkpoint
 from vlrl.algos import aggregate, group_advantages, loss_terms
-from vlrl.config import AlgoConfig, TrainerConfig
+from vlrl.config import AlgoConfig, Config, TrainerConfig
 from vlrl.episode import Episode
 from vlrl.forward import Row, response_logprobs, right_aligned
+from vlrl.metrics import RunLogger
+from vlrl.models import load_model, load_processor
 
 
 @dataclass
@@ -30,6 +34,58 @@ class TrainRow:
     old_logprobs: list[float]
     advantage: float
     weight: float = 1.0
+
+
+@dataclass
+class Run:
+    """What a training entry point (train.py, sft.py) starts from: processes, model, optimizer, position."""
+
+    accelerator: object
+    rank: int
+    world: int
+    main: bool
+    processor: object
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    logger: RunLogger
+    start: int  # first step to run (the checkpoint's step when resuming)
+    resume_from: object  # the checkpoint directory resumed from, or None
+
+
+def start_run(cfg: Config, total_updates: int) -> Run:
+    """Processes, seeds, model (from the checkpoint when resuming), optimizer, scheduler and logger."""
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+    from omegaconf import OmegaConf
+
+    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    if accelerator.distributed_type.name in ("FSDP", "DEEPSPEED", "MEGATRON_LM"):
+        raise SystemExit(f"vlrl: {accelerator.distributed_type.name} sharded training is not supported by the trainer yet "
+                         "(it would silently replicate the model); use data parallel (configs/accelerate/multi_gpu.yaml)")
+    if cfg.trainer.threads:
+        torch.set_num_threads(cfg.trainer.threads)
+    set_seed(cfg.trainer.seed)
+    out_dir = cfg.trainer.output_dir
+    resume_from = checkpoint.find_resume(out_dir, cfg.trainer.resume)
+    model_cfg = cfg.model if resume_from is None else dataclasses.replace(cfg.model, path=str(resume_from))
+    processor = load_processor(model_cfg)
+    model = load_model(model_cfg, accelerator.device)
+    optimizer = make_optimizer(model, cfg.trainer)
+    scheduler = make_scheduler(optimizer, cfg.trainer, total_updates)
+    start = 0
+    if resume_from is not None:
+        state = checkpoint.load_state(resume_from)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        checkpoint.set_rng_state(state["rng"])
+        start = state["step"]
+    main = accelerator.is_main_process
+    logger = RunLogger(out_dir, cfg.trainer.loggers, main, OmegaConf.to_container(OmegaConf.structured(cfg)),
+                       cfg.trainer.wandb_project)
+    logger.truncate_after(start)
+    return Run(accelerator, accelerator.process_index, accelerator.num_processes, main, processor, model,
+               optimizer, scheduler, logger, start, resume_from)
 
 
 def make_optimizer(model, cfg: TrainerConfig) -> torch.optim.Optimizer:
