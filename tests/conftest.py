@@ -7,6 +7,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import torchvision  # noqa: E402,F401  (before any MuJoCo EGL context: importing it after one segfaults here)
 
 torch.set_num_threads(1)
 

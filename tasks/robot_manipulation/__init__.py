@@ -1,0 +1,37 @@
+"""Robot manipulation (robosuite) as a multi-turn task for VLA policies: see env.py and action_tokenizer.py.
+
+Task contract (imported by the core through `Config.module`): Config, make_env, num_examples, report,
+reference_answer (behaviour cloning with vlrl/sft.py: the scripted expert's action as action-token text).
+"""
+
+from __future__ import annotations
+
+from .action_tokenizer import ActionStats, ActionTokenizer
+from .config import Config
+from .env import RobotManipulationEnv, action_tokenizer, demo_action_stats, reference_answer
+
+__all__ = ["ActionStats", "ActionTokenizer", "Config", "RobotManipulationEnv", "action_tokenizer", "demo_action_stats",
+           "make_env", "num_examples", "reference_answer", "report"]
+
+
+def make_env(cfg: Config, split: str) -> RobotManipulationEnv:
+    """A fresh env for `split`; train and eval use disjoint robosuite seeds."""
+    return RobotManipulationEnv(cfg, split)
+
+
+def num_examples(cfg: Config, split: str):
+    """Held-out evaluation uses `eval_episodes` seeds; training draws seeds without end."""
+    return cfg.eval_episodes if split == "eval" else None
+
+
+def report(episodes, cfg: Config) -> dict:
+    """Success rate (overall), mean episode length in turns, share of invalid-action turns."""
+    n = len(episodes)
+    if n == 0:
+        return {"overall": 0.0, "count": 0}
+    success = [any(t.rewards.get("success", 0.0) for t in ep.turns) for ep in episodes]
+    turns = [len(ep.turns) for ep in episodes]
+    all_turns = [t for ep in episodes for t in ep.turns]
+    invalid = sum(t.info.get("reason") == "invalid_action" for t in all_turns)
+    return {"overall": sum(success) / n, "success_rate": sum(success) / n, "count": n,
+            "mean_turns": sum(turns) / n, "invalid_action_rate": invalid / max(len(all_turns), 1)}

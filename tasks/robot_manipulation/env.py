@@ -1,0 +1,200 @@
+"""The robosuite env (robots.env) as a multi-turn vlrl Env: one env step per turn.
+
+Turn t: the policy sees the camera image and "In: What action should the robot take to {instruction}?\nOut:",
+answers with 7 action tokens (as text: the engine hands the env decoded text), the env re-tokenises the
+text (action_tokenizer.text_to_ids), decodes the action and steps the simulator.
+
+Rewards per turn: ``success`` (1 on the step the task's success predicate holds, which ends the episode)
+and ``invalid_action`` (``cfg.invalid_penalty`` when the response is not exactly 7 action tokens; the
+robot then holds still for that step: zero deltas, unchanged gripper command; info reason "invalid_action").
+
+With ``expert_labels`` every observation carries the scripted expert's action for its state in
+``obs.info["expert_action"]`` (the expert's phase machine follows whatever trajectory the policy drives,
+i.e. DAgger-style labels), which `reference_answer` turns into action-token text for behaviour cloning.
+
+    python -m tasks.robot_manipulation.env --episodes 20 --out action_stats.json   # q01/q99 from expert demos
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import random
+
+import numpy as np
+from PIL import Image
+
+from vlrl.episode import Observation, StepResult
+
+from .action_tokenizer import ActionStats, ActionTokenizer, action_to_text, text_to_ids
+from .config import Config
+
+PROMPT = "In: What action should the robot take to {instruction}?\nOut:"
+EVAL_SEED_OFFSET = 1_000_000  # eval placements come from a disjoint range of robosuite seeds
+
+
+@functools.lru_cache(maxsize=8)
+def hf_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    from vlrl.config import resolve_path
+
+    return AutoTokenizer.from_pretrained(resolve_path(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _action_tokenizer(tokenizer_path: str, stats_path: str | None, n_bins: int, offset: int | None,
+                      close_positive: bool) -> ActionTokenizer:
+    from vlrl.config import resolve_path
+
+    stats = ActionStats.load(resolve_path(stats_path)) if stats_path else ActionStats.identity(7)
+    return ActionTokenizer(len(hf_tokenizer(tokenizer_path)), stats, n_bins=n_bins, offset=offset, gripper_dim=6,
+                           gripper_close_positive=close_positive)
+
+
+def action_tokenizer(cfg: Config) -> ActionTokenizer:
+    return _action_tokenizer(cfg.tokenizer_path, cfg.stats_path, cfg.n_bins, cfg.token_offset, cfg.gripper_close_positive)
+
+
+def robosuite_config(cfg: Config, cameras: bool = True):
+    from robots.env import RobosuiteConfig
+
+    return RobosuiteConfig(task=cfg.env, cameras=(cfg.camera,) if cameras else (), image_size=cfg.image_size,
+                           max_steps=cfg.max_steps, instruction=cfg.instruction)
+
+
+def _expert(cfg: Config):
+    from robots.experts import SPECS, PickPlaceExpert
+
+    if cfg.env not in SPECS:
+        raise ValueError(f"invalid config value for 'task.env': no scripted expert for {cfg.env!r} "
+                         f"(have {sorted(k for k in SPECS if '/' not in k)}); set task.expert_labels=false")
+    return PickPlaceExpert(SPECS[cfg.env])
+
+
+class RobotManipulationEnv:
+    """One episode of a robosuite task; the simulator is built on the first reset."""
+
+    def __init__(self, cfg: Config, split: str):
+        self.cfg, self.split = cfg, split
+        self.tok = action_tokenizer(cfg)
+        self.hf_tok = hf_tokenizer(cfg.tokenizer_path)
+        self._sim = None
+        self._expert = _expert(cfg) if cfg.expert_labels else None
+        self._seed = 0
+
+    def _build(self):
+        if self._sim is None:
+            from robots.env import make_env
+
+            self._sim = make_env(robosuite_config(self.cfg))
+        return self._sim
+
+    def reset(self, seed: int) -> Observation:
+        sim = self._build()
+        self._seed = seed
+        obs = sim.reset(seed=seed + (EVAL_SEED_OFFSET if self.split == "eval" else 0))
+        if self._expert is not None:
+            self._expert.reset()
+            k = random.Random(seed * 2 + 1).randint(0, self.cfg.expert_prefix_max) if self.cfg.expert_prefix_max else 0
+            for _ in range(k):
+                obs, _, term, trunc, _ = sim.step(self._expert_action())
+                if term or trunc:  # the expert finished early: start from here
+                    break
+        return self._observation(obs)
+
+    def step(self, response_text: str) -> StepResult:
+        sim = self._sim
+        if sim is None:
+            raise RuntimeError("step() before reset()")
+        ids = text_to_ids(response_text, self.hf_tok, self.tok)
+        invalid = ids is None
+        action = np.zeros(7) if invalid else self.tok.decode(ids)
+        obs, _, term, trunc, info = sim.step(action)
+        rewards = {"success": 1.0 if term else 0.0, "invalid_action": float(self.cfg.invalid_penalty) if invalid else 0.0}
+        out_info = {"reason": "invalid_action" if invalid else None, "success": bool(term), "step": info["step"],
+                    "action": [float(v) for v in action]}
+        done = bool(term)
+        return StepResult(None if done else self._observation(obs), rewards, done, truncated=bool(trunc) and not done,
+                          info=out_info)
+
+    def _expert_action(self) -> np.ndarray:
+        from robots.experts import expert_view
+
+        return self._expert.act(expert_view(self._sim))
+
+    def _observation(self, obs: dict) -> Observation:
+        instruction = obs["instruction"]
+        messages = [{"role": "user", "content": [{"type": "image"},
+                                                 {"type": "text", "text": PROMPT.format(instruction=instruction)}]}]
+        info = {"instruction": instruction, "step": self._sim._t, "seed": self._seed}
+        if self._expert is not None:
+            info["expert_action"] = [float(v) for v in self._expert_action()]
+        return Observation(messages=messages, images=[Image.fromarray(obs["images"][self.cfg.camera])], info=info)
+
+    def __deepcopy__(self, memo):
+        """A second simulator in the same state (run_episodes copies an env after reset for each group member)."""
+        import copy
+
+        new = RobotManipulationEnv(self.cfg, self.split)
+        new._seed = self._seed
+        new._expert = copy.deepcopy(self._expert, memo)
+        if self._sim is not None:
+            sim = new._build()
+            sim.reset(seed=self._seed + (EVAL_SEED_OFFSET if self.split == "eval" else 0), init_state=self._sim.get_state())
+            sim._t = self._sim._t
+        return new
+
+    def close(self) -> None:
+        sim, self._sim = self._sim, None
+        if sim is not None:
+            sim.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001  (interpreter shutdown)
+            pass
+
+
+def reference_answer(obs: Observation, cfg: Config) -> str:
+    """The expert's action for this observation as action-token text (behaviour cloning via vlrl/sft.py)."""
+    if "expert_action" not in obs.info:
+        raise ValueError("observation has no expert action: set task.expert_labels=true")
+    return action_to_text(obs.info["expert_action"], hf_tokenizer(cfg.tokenizer_path), action_tokenizer(cfg))
+
+
+def demo_action_stats(cfg: Config, episodes: int = 20, seed: int = 0) -> ActionStats:
+    """q01/q99 of the scripted expert's actions over `episodes` demos (no cameras: fast)."""
+    from robots.env import make_env
+    from robots.experts import expert_view
+
+    sim, expert, actions = make_env(robosuite_config(cfg, cameras=False)), _expert(cfg), []
+    try:
+        for i in range(episodes):
+            sim.reset(seed=seed + i)
+            expert.reset()
+            while True:
+                a = expert.act(expert_view(sim))
+                actions.append(a)
+                _, _, term, trunc, _ = sim.step(a)
+                if term or trunc:
+                    break
+    finally:
+        sim.close()
+    return ActionStats.from_actions(np.asarray(actions))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="action statistics (q01/q99) from scripted expert demos")
+    p.add_argument("--env", default="Lift")
+    p.add_argument("--episodes", type=int, default=20)
+    p.add_argument("--max-steps", type=int, default=250)
+    p.add_argument("--out", required=True, help="JSON file or a checkpoint directory")
+    a = p.parse_args(argv)
+    stats = demo_action_stats(Config(env=a.env, max_steps=a.max_steps), a.episodes)
+    print(f"{stats.count} actions -> {stats.save(a.out)}")
+
+
+if __name__ == "__main__":
+    main()
