@@ -103,3 +103,11 @@ def test_script_and_console_entry_points(tmp_path):
         assert (out / "metrics.jsonl").exists() and (out / "reward_curve.png").exists()
         assert (out / "checkpoints" / "step_0000001" / "trainer_state.pt").exists()
         assert not (tmp_path / "outputs").exists() and not (out / ".hydra").exists()
+
+
+def test_tensorboard_logger_writes_events(tmp_path):
+    pytest.importorskip("tensorboard", reason="tensorboard comes with the libero extra (robomimic)")
+    out = tmp_path / "tb"
+    run(*_cfg("trainer.steps=2", f"trainer.output_dir={out}", "trainer.loggers=[jsonl,tensorboard]"))
+    events = list((out / "tensorboard").glob("events.out.tfevents.*"))
+    assert events and events[0].stat().st_size > 0
