@@ -44,6 +44,30 @@ class TrainArgs:
     keep: int = 2
 
 
+def add_train_args(ap) -> None:
+    """One `--flag` per TrainArgs field (except `out`, which the script declares itself)."""
+    import dataclasses
+
+    for f in dataclasses.fields(TrainArgs):
+        if f.name != "out":
+            ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+
+
+def train_args_from(a) -> TrainArgs:
+    """TrainArgs from parsed arguments (see add_train_args)."""
+    import dataclasses
+
+    return TrainArgs(out=a.out, **{f.name: getattr(a, f.name) for f in dataclasses.fields(TrainArgs) if f.name != "out"})
+
+
+def split_episodes(eps: list, held_out_frac: float) -> tuple[list, list]:
+    """(train, held-out) episodes, split by sim seed (never within an episode)."""
+    from rewards.pairs import split_by_seed
+
+    train_idx, test_idx = split_by_seed(eps, held_out_frac, seed=0)
+    return [eps[k] for k in train_idx], [eps[k] for k in test_idx]
+
+
 def checkpoints(out: str) -> list[Path]:
     root = Path(out) / "checkpoints"
     if not root.is_dir():

@@ -13,9 +13,8 @@ import json
 
 import numpy as np
 
-from rewards.pairs import split_by_seed
 from rewards.prm import PRM_CONFIG, batch_from_samples, evaluate_prm, sample_prm
-from rewards.train_common import TrainArgs, evaluate_checkpoint, train
+from rewards.train_common import add_train_args, evaluate_checkpoint, split_episodes, train, train_args_from
 from rewards.train_progress import load_episodes
 from rewards.vlm_reward import VLMReward
 
@@ -31,14 +30,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--positive", type=float, default=0.4)
     ap.add_argument("--eval-every-frame", type=int, default=2, help="evaluate every k-th frame")
     ap.add_argument("--eval-only", default=None, help="evaluate this checkpoint directory on the held-out episodes, no training")
-    for f in dataclasses.fields(TrainArgs):
-        if f.name != "out":
-            ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+    add_train_args(ap)
     a = ap.parse_args(argv)
-    args = TrainArgs(out=a.out, **{f.name: getattr(a, f.name) for f in dataclasses.fields(TrainArgs) if f.name != "out"})
+    args = train_args_from(a)
     eps = load_episodes(a.data)
-    train_idx, test_idx = split_by_seed(eps, a.held_out_frac, seed=0)
-    train_eps, test_eps = [eps[k] for k in train_idx], [eps[k] for k in test_idx]
+    train_eps, test_eps = split_episodes(eps, a.held_out_frac)
     print(f"[prm] {len(train_eps)} train episodes, {len(test_eps)} held-out (seeds {sorted({e.seed for e in test_eps})})", flush=True)
     cfg = dataclasses.replace(PRM_CONFIG, model_path=a.model, head=a.head)
 

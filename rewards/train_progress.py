@@ -13,15 +13,14 @@ newest checkpoint. The final evaluation (rewards.progress_model.evaluate_progres
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 
 import numpy as np
 
 from rewards import sim_data
-from rewards.pairs import PairMix, sample_pairs, split_by_seed
+from rewards.pairs import PairMix, sample_pairs
 from rewards.progress_model import evaluate_progress
-from rewards.train_common import TrainArgs, evaluate_checkpoint, train
+from rewards.train_common import add_train_args, evaluate_checkpoint, split_episodes, train, train_args_from
 from rewards.vlm_reward import VLMReward, VLMRewardConfig
 
 
@@ -65,15 +64,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--aux-weight", type=float, default=0.5, help="per-frame progress auxiliary loss (regression head)")
     ap.add_argument("--eval-pairs", type=int, default=512)
     ap.add_argument("--eval-only", default=None, help="evaluate this checkpoint directory on the held-out episodes, no training")
-    for f in dataclasses.fields(TrainArgs):
-        if f.name != "out":
-            ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+    add_train_args(ap)
     a = ap.parse_args(argv)
-    args = TrainArgs(out=a.out, **{f.name: getattr(a, f.name) for f in dataclasses.fields(TrainArgs) if f.name != "out"})
+    args = train_args_from(a)
 
     eps = load_episodes(a.data)
-    train_idx, test_idx = split_by_seed(eps, a.held_out_frac, seed=0)
-    train_eps, test_eps = [eps[k] for k in train_idx], [eps[k] for k in test_idx]
+    train_eps, test_eps = split_episodes(eps, a.held_out_frac)
     print(f"[progress] {len(train_eps)} train episodes (seeds {sorted({e.seed for e in train_eps})}), "
           f"{len(test_eps)} held-out (seeds {sorted({e.seed for e in test_eps})})", flush=True)
     mix = PairMix(**{k: float(v) for k, v in (kv.split("=") for kv in a.mix.split(",") if kv)})

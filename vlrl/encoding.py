@@ -59,11 +59,13 @@ def banned_token_ids(processor) -> list[int]:
     return sorted(i for i in ids if i is not None and i != tok.unk_token_id)
 
 
-def mask_banned(logits: torch.Tensor, banned: list[int]) -> torch.Tensor:
-    """logits [..., V] with the banned ids set to -inf (out of place)."""
+def mask_banned(logits: torch.Tensor, banned: list[int], inplace: bool = False) -> torch.Tensor:
+    """logits [..., V] with the banned ids set to -inf. `inplace` avoids a vocab-sized copy when the
+    caller owns the tensor (the training forward's fresh logits)."""
     if not banned:
         return logits
-    logits = logits.clone()
+    if not inplace:
+        logits = logits.clone()
     logits[..., banned] = float("-inf")
     return logits
 

@@ -98,7 +98,7 @@ def response_logprobs(model, processor, rows: list[Row], temperature: float = 1.
         inputs["position_ids"] = text_position_ids(inputs["attention_mask"])
 
     logits = model(**inputs, logits_to_keep=width + 1, use_cache=False).logits[:, :-1]  # [N, L, V]
-    logits = mask_banned(logits, banned_token_ids(processor))
+    logits = mask_banned(logits, banned_token_ids(processor), inplace=True)
     tokens = inputs["input_ids"][:, -width:]
     mask = right_aligned([[1.0] * len(r.response_ids) for r in rows], width).to(device)
     logp = token_logprobs(logits.float(), tokens, temperature)
