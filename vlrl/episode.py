@@ -32,6 +32,10 @@ class Observation:
     # Extra keyword arguments for the processor call, e.g. {"images_kwargs": {"size": {...}}} when the
     # task has already resized the image to the frame its answers refer to.
     processor_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Constrained decoding: allowed_ids[j] (a range or a list of token ids) is what response position j
+    # may hold; positions past the list are free. The engine samples only from these sets and the
+    # training forward renormalises over the same sets, so rollout and training log-probs agree.
+    allowed_ids: list | None = None
     # Derived data (the processor's encoding), filled by the rollout engine and reused by the trainer,
     # so each observation is preprocessed once however many episodes share it.
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)

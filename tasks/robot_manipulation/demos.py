@@ -1,0 +1,130 @@
+"""Behaviour-cloning frames from the scripted expert, with DART-style noise injection.
+
+Pure demos only show the expert's own states, so a cloned policy that drifts off them has never
+seen how to recover. Here the simulator executes ``expert_action + N(0, noise)`` on the arm's
+translation while every frame is labelled with the expert's *clean* action for the state it is in
+(the expert's phase machine re-plans from wherever the noise pushed the arm). Frames are stored as
+one ``.npz``; `FramesEnv` serves them to `vlrl/sft.py` through the ordinary env contract
+(``reset(seed)`` -> observation with ``info["expert_action"]``).
+
+    python -m tasks.robot_manipulation.demos --episodes 150 --noise 0.3 --image-size 112 --out runs/lift_demos
+    # -> runs/lift_demos/frames.npz (+ action_stats.json from the clean expert actions)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+from PIL import Image
+
+from vlrl.episode import Observation, StepResult
+
+from .action_tokenizer import ActionStats
+from .config import Config
+
+PROMPT = "In: What action should the robot take to {instruction}?\nOut:"
+
+
+def collect(cfg: Config, episodes: int, noise: float, seed: int = 0, progress: bool = True) -> dict:
+    """Roll out the expert `episodes` times (robosuite seeds seed..seed+episodes-1) with translation noise.
+
+    Returns arrays: images [N, H, W, 3] uint8, actions [N, 7] (clean expert labels), episode [N], step [N],
+    plus per-episode success [E] and the instruction.
+    """
+    from robots.env import make_env
+    from robots.experts import SPECS, PickPlaceExpert, expert_view
+
+    from .env import robosuite_config
+
+    rng = np.random.default_rng(seed)
+    sim, expert = make_env(robosuite_config(cfg)), PickPlaceExpert(SPECS[cfg.env])
+    images, actions, ep_idx, steps, success = [], [], [], [], []
+    instruction = ""
+    t0 = time.perf_counter()
+    try:
+        for e in range(episodes):
+            obs = sim.reset(seed=seed + e)
+            instruction = obs["instruction"]
+            expert.reset()
+            ok = False
+            for t in range(cfg.max_steps):
+                a = expert.act(expert_view(sim))
+                images.append(obs["images"][cfg.camera])
+                actions.append(a.astype(np.float32))
+                ep_idx.append(e)
+                steps.append(t)
+                executed = a.copy()
+                executed[:3] = np.clip(executed[:3] + rng.normal(0.0, noise, 3), -1, 1)
+                obs, _, term, trunc, _ = sim.step(executed)
+                if term:
+                    ok = True
+                    break
+                if trunc:
+                    break
+            success.append(ok)
+            if progress:
+                print(f"demo {e + 1}/{episodes}: {'success' if ok else 'fail'} after {t + 1} steps, "
+                      f"{len(images)} frames, {time.perf_counter() - t0:.0f}s", flush=True)
+    finally:
+        sim.close()
+    return {"images": np.stack(images), "actions": np.stack(actions), "episode": np.asarray(ep_idx),
+            "step": np.asarray(steps), "success": np.asarray(success), "instruction": np.asarray(instruction)}
+
+
+class FramesEnv:
+    """Serves recorded frames as one-turn observations for behaviour cloning (no simulator).
+
+    ``reset(seed)`` returns frame ``seed % N`` after a fixed permutation, so consecutive seeds draw
+    frames spread over all demos.
+    """
+
+    def __init__(self, path: str):
+        data = np.load(path)
+        self.images, self.actions = data["images"], data["actions"]
+        self.instruction = str(data["instruction"])
+        self.order = np.random.default_rng(0).permutation(len(self.images))
+
+    def reset(self, seed: int) -> Observation:
+        i = int(self.order[seed % len(self.order)])
+        messages = [{"role": "user", "content": [{"type": "image"},
+                                                 {"type": "text", "text": PROMPT.format(instruction=self.instruction)}]}]
+        return Observation(messages=messages, images=[Image.fromarray(self.images[i])],
+                           info={"instruction": self.instruction, "frame": i,
+                                 "expert_action": [float(v) for v in self.actions[i]]})
+
+    def step(self, response_text: str) -> StepResult:
+        raise RuntimeError("FramesEnv serves recorded frames for behaviour cloning; it cannot be stepped "
+                           "(RL and evaluation use the simulator: leave task.demo_path unset)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="record noisy-expert frames for behaviour cloning")
+    p.add_argument("--env", default="Lift")
+    p.add_argument("--episodes", type=int, default=150)
+    p.add_argument("--noise", type=float, default=0.3, help="std of the translation noise (action units)")
+    p.add_argument("--image-size", type=int, default=112)
+    p.add_argument("--max-steps", type=int, default=120)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="output directory")
+    a = p.parse_args(argv)
+    cfg = Config(env=a.env, image_size=a.image_size, max_steps=a.max_steps)
+    os.makedirs(a.out, exist_ok=True)
+    t0 = time.perf_counter()
+    data = collect(cfg, a.episodes, a.noise, a.seed)
+    np.savez_compressed(os.path.join(a.out, "frames.npz"), **data)
+    stats = ActionStats.from_actions(data["actions"])
+    stats.save(a.out)
+    meta = {"command": "python -m tasks.robot_manipulation.demos " + " ".join(argv or []), "frames": len(data["actions"]),
+            "episodes": a.episodes, "expert_success_rate": float(data["success"].mean()), "noise": a.noise,
+            "image_size": a.image_size, "seconds": round(time.perf_counter() - t0, 1)}
+    with open(os.path.join(a.out, "DEMOS.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+    print(json.dumps(meta))
+
+
+if __name__ == "__main__":
+    main()
