@@ -70,6 +70,30 @@ def mask_banned(logits: torch.Tensor, banned: list[int], inplace: bool = False) 
     return logits
 
 
+def allowed_mask(observations: list, length: int, vocab: int, device=None) -> torch.Tensor | None:
+    """[N, length, V] bool: True where response position j of row i may hold a token (from each
+    observation's `allowed_ids`; unconstrained rows and positions are all True). None when no
+    observation is constrained, so unconstrained tasks pay nothing."""
+    if not any(getattr(o, "allowed_ids", None) for o in observations):
+        return None
+    mask = torch.ones(len(observations), length, vocab, dtype=torch.bool, device=device)
+    for i, obs in enumerate(observations):
+        for j, ids in enumerate((obs.allowed_ids or [])[:length]):
+            mask[i, j] = False
+            if isinstance(ids, range) and ids.step == 1:
+                mask[i, j, ids.start : ids.stop] = True
+            else:
+                mask[i, j, torch.as_tensor(list(ids), dtype=torch.long)] = True
+    return mask
+
+
+def mask_disallowed(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+    """In place: logits [..., V] set to -inf where `allowed` (same shape, bool) is False."""
+    if allowed is not None:
+        logits.masked_fill_(~allowed, float("-inf"))
+    return logits
+
+
 def left_pad(seqs: list[torch.Tensor], pad_value: int) -> tuple[torch.Tensor, torch.Tensor]:
     """[N] sequences of varying length -> (padded [N, S], attention_mask [N, S]), padded on the left."""
     width = max(len(s) for s in seqs)

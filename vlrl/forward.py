@@ -14,7 +14,8 @@ import torch
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 from vlrl.algos import entropy_from_logits, token_logprobs
-from vlrl.encoding import Encoded, banned_token_ids, encode, left_pad, mask_banned, text_position_ids
+from vlrl.encoding import (Encoded, allowed_mask, banned_token_ids, encode, left_pad, mask_banned, mask_disallowed,
+                           text_position_ids)
 from vlrl.episode import Observation
 from vlrl.models import base_model
 
@@ -99,6 +100,14 @@ def response_logprobs(model, processor, rows: list[Row], temperature: float = 1.
 
     logits = model(**inputs, logits_to_keep=width + 1, use_cache=False).logits[:, :-1]  # [N, L, V]
     logits = mask_banned(logits, banned_token_ids(processor), inplace=True)
+    allowed = allowed_mask([r.observation for r in rows], width, logits.shape[-1], device)
+    if allowed is not None:
+        # Responses sit flush right: shift each row's per-position mask to its columns.
+        for i, r in enumerate(rows):
+            shift = width - len(r.response_ids)
+            allowed[i] = torch.roll(allowed[i], shift, dims=0)
+            allowed[i, :shift] = True  # padding columns stay finite
+        mask_disallowed(logits, allowed)
     tokens = inputs["input_ids"][:, -width:]
     mask = right_aligned([[1.0] * len(r.response_ids) for r in rows], width).to(device)
     logp = token_logprobs(logits.float(), tokens, temperature)

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from .action_tokenizer import ActionStats, ActionTokenizer
 from .config import Config
+from .demos import FramesEnv
 from .env import RobotManipulationEnv, action_tokenizer, demo_action_stats, reference_answer
 
 __all__ = ["ActionStats", "ActionTokenizer", "Config", "RobotManipulationEnv", "action_tokenizer", "demo_action_stats",
            "make_env", "num_examples", "reference_answer", "report"]
 
 
-def make_env(cfg: Config, split: str) -> RobotManipulationEnv:
-    """A fresh env for `split`; train and eval use disjoint robosuite seeds."""
+def make_env(cfg: Config, split: str):
+    """A fresh env for `split`; train and eval use disjoint robosuite seeds. With `demo_path` the train
+    split serves recorded expert frames instead (behaviour cloning; see demos.py)."""
+    if cfg.demo_path and split == "train":
+        return FramesEnv(cfg)
     return RobotManipulationEnv(cfg, split)
 
 

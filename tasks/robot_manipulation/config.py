@@ -22,6 +22,8 @@ class Config:
     invalid_penalty: float = 0.0  # reward added when a response is not exactly 7 action tokens (use <= 0)
     expert_labels: bool = True  # put the scripted expert's action in obs.info (reference_answer, BC)
     expert_prefix_max: int = 0  # reset runs the expert k ~ U{0..this} steps first: BC over whole demos / start-state curriculum
+    demo_path: str | None = None  # frames.npz from tasks.robot_manipulation.demos: the train split serves these frames (BC with sft.py)
+    constrained: bool = True  # constrained decoding: only action tokens (then EOS) can be sampled
     eval_episodes: int = 20  # evaluation episodes (seeds 0..n-1 of the eval split)
 
     def __post_init__(self):

@@ -19,15 +19,11 @@ import os
 import time
 
 import numpy as np
-from PIL import Image
-
 from vlrl.episode import Observation, StepResult
 
 from .action_tokenizer import ActionStats
 from .config import Config
-
-PROMPT = "In: What action should the robot take to {instruction}?\nOut:"
-
+from .env import observation
 
 def collect(cfg: Config, episodes: int, noise: float, seed: int = 0, progress: bool = True) -> dict:
     """Roll out the expert `episodes` times (robosuite seeds seed..seed+episodes-1) with translation noise.
@@ -82,19 +78,22 @@ class FramesEnv:
     frames spread over all demos.
     """
 
-    def __init__(self, path: str):
-        data = np.load(path)
+    def __init__(self, cfg: Config):
+        from vlrl.config import resolve_path
+
+        self.cfg = cfg
+        data = np.load(resolve_path(cfg.demo_path))
         self.images, self.actions = data["images"], data["actions"]
         self.instruction = str(data["instruction"])
+        if self.images.shape[1:3] != (cfg.image_size, cfg.image_size):
+            raise ValueError(f"invalid config value for 'task.image_size': {cfg.demo_path} holds "
+                             f"{self.images.shape[2]}x{self.images.shape[1]} frames, the task renders {cfg.image_size}")
         self.order = np.random.default_rng(0).permutation(len(self.images))
 
     def reset(self, seed: int) -> Observation:
         i = int(self.order[seed % len(self.order)])
-        messages = [{"role": "user", "content": [{"type": "image"},
-                                                 {"type": "text", "text": PROMPT.format(instruction=self.instruction)}]}]
-        return Observation(messages=messages, images=[Image.fromarray(self.images[i])],
-                           info={"instruction": self.instruction, "frame": i,
-                                 "expert_action": [float(v) for v in self.actions[i]]})
+        return observation(self.cfg, self.images[i], self.instruction,
+                           {"frame": i, "expert_action": [float(v) for v in self.actions[i]]})
 
     def step(self, response_text: str) -> StepResult:
         raise RuntimeError("FramesEnv serves recorded frames for behaviour cloning; it cannot be stepped "

@@ -72,6 +72,19 @@ def _expert(cfg: Config):
     return PickPlaceExpert(SPECS[cfg.env])
 
 
+def observation(cfg: Config, image: np.ndarray, instruction: str, info: dict) -> Observation:
+    """The VLA prompt with one camera image; with `cfg.constrained` only the 7 action tokens, then EOS."""
+    messages = [{"role": "user", "content": [{"type": "image"},
+                                             {"type": "text", "text": PROMPT.format(instruction=instruction)}]}]
+    allowed = None
+    if cfg.constrained:
+        tok = action_tokenizer(cfg)
+        actions = range(tok.offset, tok.offset + tok.n_bins)
+        allowed = [actions] * tok.dim + [[hf_tokenizer(cfg.tokenizer_path).eos_token_id]]
+    return Observation(messages=messages, images=[Image.fromarray(image)], info={"instruction": instruction, **info},
+                       allowed_ids=allowed)
+
+
 class RobotManipulationEnv:
     """One episode of a robosuite task; the simulator is built on the first reset."""
 
@@ -124,13 +137,10 @@ class RobotManipulationEnv:
         return self._expert.act(expert_view(self._sim))
 
     def _observation(self, obs: dict) -> Observation:
-        instruction = obs["instruction"]
-        messages = [{"role": "user", "content": [{"type": "image"},
-                                                 {"type": "text", "text": PROMPT.format(instruction=instruction)}]}]
-        info = {"instruction": instruction, "step": self._sim._t, "seed": self._seed}
+        info = {"step": self._sim._t, "seed": self._seed}
         if self._expert is not None:
             info["expert_action"] = [float(v) for v in self._expert_action()]
-        return Observation(messages=messages, images=[Image.fromarray(obs["images"][self.cfg.camera])], info=info)
+        return observation(self.cfg, obs["images"][self.cfg.camera], obs["instruction"], info)
 
     def __deepcopy__(self, memo):
         """A second simulator in the same state (run_episodes copies an env after reset for each group member)."""

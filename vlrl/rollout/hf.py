@@ -13,10 +13,21 @@ import torch
 
 from vlrl.algos import token_logprobs
 from vlrl.config import RolloutConfig
-from vlrl.encoding import banned_token_ids, collate_prompts, encode, mask_banned
+from vlrl.encoding import allowed_mask, banned_token_ids, collate_prompts, encode, mask_banned, mask_disallowed
 from vlrl.episode import Observation
 from vlrl.models import base_model
 from vlrl.rollout import Sample
+
+
+class _AllowedTokens:
+    """Logits processor for constrained decoding: position t of row r keeps only allowed[r, t]."""
+
+    def __init__(self, allowed: torch.Tensor, prompt_len: int):
+        self.allowed, self.prompt_len = allowed, prompt_len
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        t = input_ids.shape[1] - self.prompt_len
+        return mask_disallowed(scores, self.allowed[:, t]) if t < self.allowed.shape[1] else scores
 
 
 class HFEngine:
@@ -48,6 +59,10 @@ class HFEngine:
         device = next(model.parameters()).device
         encs = [encode(self.processor, o) for o in observations]
         batch = {k: v.to(device) for k, v in collate_prompts(encs, self.pad_id).items()}
+        prompt_len = batch["input_ids"].shape[1]
+        rows = [o for o in observations for _ in range(n)]  # generate's row order: n samples per prompt
+        vocab = base_model(self.model).get_output_embeddings().weight.shape[0]
+        allowed = allowed_mask(rows, self.cfg.max_new_tokens, vocab, device)
         sampling = dict(do_sample=not greedy)
         if not greedy:
             sampling.update(temperature=self.cfg.temperature, top_p=self.cfg.top_p, top_k=self.cfg.top_k or None)
@@ -62,14 +77,17 @@ class HFEngine:
             eos_token_id=sorted(self.eos_ids),
             use_cache=True,
             suppress_tokens=self.banned or None,
+            logits_processor=[_AllowedTokens(allowed, prompt_len)] if allowed is not None else None,
         )
-        prompt_len = batch["input_ids"].shape[1]
         tokens = out.sequences[:, prompt_len:]  # [B*n, T]
         temperature = 1.0 if greedy else self.cfg.temperature
         # One vocab-sized slice at a time: stacking all steps would hold [B*n, T, V] at once.
         logps = torch.stack(
             [
-                token_logprobs(mask_banned(step[:, None, :].float(), self.banned), tokens[:, t : t + 1], temperature)[:, 0]
+                token_logprobs(
+                    mask_disallowed(mask_banned(step[:, None, :].float(), self.banned),
+                                    None if allowed is None else allowed[:, t : t + 1]),
+                    tokens[:, t : t + 1], temperature)[:, 0]
                 for t, step in enumerate(out.logits)
             ],
             dim=1,

@@ -35,3 +35,8 @@ def test_run_episodes_tiny_model(tiny_model_path):
         assert ep.turns[-1].done or ep.turns[-1].truncated
     rep = task.report(episodes, cfg)
     assert rep["count"] == 4 and 0.0 <= rep["invalid_action_rate"] <= 1.0
+    # Constrained decoding (the default): every response is 7 action tokens then EOS, never invalid.
+    tok = task.action_tokenizer(cfg)
+    for t in (t for ep in episodes for t in ep.turns):
+        assert all(tok.is_action_id(t.response_ids[:7])) and len(t.response_ids) == 8 and t.info["finished"]
+    assert rep["invalid_action_rate"] == 0.0

@@ -94,3 +94,29 @@ def test_deepcopy_same_state(env):
     for key in ("robot0_eef_pos", "cube_pos"):  # same physical state (renders may differ in a few pixels)
         np.testing.assert_allclose(env._sim.raw_obs[key], twin._sim.raw_obs[key], atol=2e-3)
     twin.close()
+
+
+@pytest.mark.sim
+def test_noisy_demos_and_frames_env(tmp_path):
+    from tasks.robot_manipulation.demos import collect
+
+    cfg = task.Config(image_size=64, max_steps=6)
+    data = collect(cfg, episodes=2, noise=0.3, progress=False)
+    assert data["images"].shape == (12, 64, 64, 3) and data["actions"].shape == (12, 7)
+    assert list(data["episode"]) == [0] * 6 + [1] * 6 and list(data["step"][:6]) == list(range(6))
+    # Labels are the clean expert actions: the expert hovers with the gripper open and never rotates about x/y.
+    assert np.all(data["actions"][:, 6] == -1) and np.all(data["actions"][:, 3:5] == 0)
+    path = tmp_path / "frames.npz"
+    np.savez_compressed(path, **data)
+    frames = task.make_env(task.Config(image_size=64, demo_path=str(path)), "train")
+    obs = frames.reset(5)
+    i = obs.info["frame"]
+    assert obs.info["expert_action"] == [float(v) for v in data["actions"][i]]
+    assert np.array_equal(np.asarray(obs.images[0]), data["images"][i])
+    assert len(obs.allowed_ids) == 8 and obs.allowed_ids[0] == range(2899 - 256, 2899)
+    assert {frames.reset(s).info["frame"] for s in range(12)} == set(range(12))  # a permutation of all frames
+    with pytest.raises(RuntimeError, match="cannot be stepped"):
+        frames.step("x")
+    with pytest.raises(ValueError, match="task.image_size"):
+        task.make_env(task.Config(image_size=112, demo_path=str(path)), "train")
+    assert isinstance(task.make_env(task.Config(image_size=64, demo_path=str(path)), "eval"), task.RobotManipulationEnv)

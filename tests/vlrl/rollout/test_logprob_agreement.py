@@ -87,3 +87,32 @@ def test_one_vision_pass_per_group(policy):
         model.zero_grad(set_to_none=True)
     finally:
         handle.remove()
+
+
+def test_constrained_decoding_samples_allowed_ids_and_logprobs_agree(policy):
+    """Only allowed ids are sampled at constrained positions; both sides renormalise over the same sets."""
+    model, processor = policy
+    torch.manual_seed(2)
+    vocab = model.get_output_embeddings().weight.shape[0]
+    eos = processor.tokenizer.eos_token_id
+    actions = range(vocab - 256, vocab)
+    constrained = _obs((112, 112), (200, 30, 30), "In: What action should the robot take to lift the cube?\nOut:")
+    constrained.allowed_ids = [actions] * 3 + [[eos]]
+    free = _obs((90, 150), (30, 30, 200), "describe")
+    engine = HFEngine(model, processor, RolloutConfig(max_new_tokens=6, temperature=1.2))
+    groups = engine.generate([constrained, free], n=4)
+    for s in groups[0]:
+        assert all(t in actions for t in s.response_ids[:3])
+        assert s.response_ids[3:] == [eos] and s.finished
+    # A random tiny model almost never picks the last 256 ids unconstrained: the mask did the work.
+    assert sum(t in actions for s in groups[1] for t in s.response_ids) < 6
+    rows = [Row(o, s.response_ids) for o, g in zip([constrained, free], groups) for s in g]
+    old = [s.logprobs for g in groups for s in g]
+    with torch.no_grad():
+        logp, mask = response_logprobs(model, processor, rows, temperature=1.2)
+    assert ((logp - right_aligned(old, logp.shape[1])).abs() * mask).max().item() <= 1e-5
+    # The forced EOS has probability 1 over its one-element set.
+    assert all(abs(s.logprobs[3]) < 1e-6 for s in groups[0])
+    # Greedy decoding respects the constraint too.
+    greedy = engine.generate([constrained], n=1, greedy=True)[0][0]
+    assert all(t in actions for t in greedy.response_ids[:3]) and greedy.response_ids[3] == eos
