@@ -75,7 +75,7 @@ class AlgoConfig:
     loss_type: str = opt("dapo", "loss aggregation, TRL names: grpo | bnpo | dr_grpo | dapo | gui_g1")
     eps_low: float = opt(0.2, "lower ratio clip: r >= 1 - eps_low")
     eps_high: float = opt(0.2, "upper ratio clip: r <= 1 + eps_high (DAPO clip-higher: 0.28)")
-    importance_level: str = opt("token", "importance ratio per token | sequence (GSPO)")
+    importance_level: str = opt("token", "importance ratio per token | sequence (GSPO: mean log-ratio) | action (VLA-RL: sum over the action's tokens)")
     beta: float = opt(0.0, "KL coefficient; 0 loads no reference model")
     kl: str = opt("k3", "KL estimator: k1 | k3")
     num_iterations: int = opt(1, "PPO epochs over each generation batch")
@@ -83,13 +83,28 @@ class AlgoConfig:
     reward_weights: dict[str, float] = opt({}, "weight per named sub-reward (missing names: 1.0)")
     gamma: float = opt(0.99, "gae: discount")
     lam: float = opt(0.95, "gae: lambda")
+    critic: str = opt("shared", "gae: value head on the policy backbone (shared) | a second copy of the model (separate)")
+    vf_coef: float = opt(0.5, "gae: weight of the value loss")
+    value_clip: float = opt(0.2, "gae: clip of the value change per update (PPO value clipping); 0 = off")
+    critic_lr: float = opt(0.0, "gae: critic learning rate; 0 = trainer.lr")
+    critic_warmup: int = opt(0, "gae: first N steps train only the critic (no policy update)")
+    filter_groups: bool = opt(False, "drop groups whose rewards are all equal (all fail / all succeed): no signal")
 
     def __post_init__(self):
         _check(self.group_size >= 1, "algo.group_size", "must be >= 1")
         _one_of(self.advantage, "algo.advantage", ("group", "gae"))
         _one_of(self.scale, "algo.scale", ("group", "batch", "none"))
         _one_of(self.loss_type, "algo.loss_type", ("grpo", "bnpo", "dr_grpo", "dapo", "gui_g1"))
-        _one_of(self.importance_level, "algo.importance_level", ("token", "sequence"))
+        _one_of(self.importance_level, "algo.importance_level", ("token", "sequence", "action"))
+        _one_of(self.critic, "algo.critic", ("shared", "separate"))
+        _check(self.advantage != "gae" or self.scale in ("batch", "none"), "algo.scale",
+               "with advantage=gae use batch (whiten over the batch) or none")
+        _check(0 <= self.gamma <= 1, "algo.gamma", "must be in [0, 1]")
+        _check(0 <= self.lam <= 1, "algo.lam", "must be in [0, 1]")
+        _check(self.vf_coef >= 0, "algo.vf_coef", "must be >= 0")
+        _check(self.value_clip >= 0, "algo.value_clip", "must be >= 0")
+        _check(self.critic_lr >= 0, "algo.critic_lr", "must be >= 0")
+        _check(self.critic_warmup >= 0, "algo.critic_warmup", "must be >= 0")
         _one_of(self.kl, "algo.kl", ("k1", "k3"))
         _check(0 <= self.eps_low < 1, "algo.eps_low", "must be in [0, 1)")
         _check(self.eps_high >= 0, "algo.eps_high", "must be >= 0")
@@ -142,6 +157,9 @@ class TrainerConfig:
     wandb_project: str = opt("vlrl", "wandb project")
     progress: bool = opt(True, "show a progress bar")
     threads: int = opt(0, "torch CPU threads; 0 = torch default")
+    curriculum_pool: int = opt(0, "> 0: draw training seeds from 0..pool-1 by success-rate curriculum; 0 = fresh seeds")
+    curriculum_window: int = opt(8, "curriculum: outcomes remembered per seed")
+    curriculum_temperature: float = opt(1.0, "curriculum: T in (1 - SR + 1e-9)^(1/T); low T = hardest seeds first")
 
     def __post_init__(self):
         _check(self.steps >= 0, "trainer.steps", "must be >= 0")
@@ -150,6 +168,9 @@ class TrainerConfig:
         _check(self.lr > 0, "trainer.lr", "must be > 0")
         _one_of(self.lr_schedule, "trainer.lr_schedule", ("constant", "cosine", "linear"))
         _check(len(self.adam_betas) == 2, "trainer.adam_betas", "needs two values")
+        _check(self.curriculum_pool >= 0, "trainer.curriculum_pool", "must be >= 0")
+        _check(self.curriculum_window >= 1, "trainer.curriculum_window", "must be >= 1")
+        _check(self.curriculum_temperature > 0, "trainer.curriculum_temperature", "must be > 0")
         for lg in self.loggers:
             _one_of(lg, "trainer.loggers", ("jsonl", "tensorboard", "wandb"))
 
@@ -230,9 +251,20 @@ def compose(overrides: list[str] | None = None, config_name: str = "config") -> 
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from hydra.core.config_store import ConfigStore
+
+    # The typed schema under the YAML tree: every field exists (with its default) even when a group's
+    # YAML file does not list it, and a wrongly typed override fails at composition.
+    ConfigStore.instance().store(name="_schema", node=Config)
+    from hydra.errors import ConfigCompositionException
+
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+        try:
+            return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+        except ConfigCompositionException as e:
+            cause = f": {e.__cause__}" if e.__cause__ else ""
+            raise ValueError(f"invalid config: {e}{cause}") from None
 
 
 def validate(raw: DictConfig) -> tuple[Config, Any]:
@@ -244,7 +276,9 @@ def validate(raw: DictConfig) -> tuple[Config, Any]:
     task_mod = import_task(task_raw)
     try:
         schema = OmegaConf.structured(Config)
-        with_task = OmegaConf.merge(schema, {k: v for k, v in raw.items() if k != "task"})
+        # A plain container: a node typed by the composition schema would let force-added keys through.
+        plain = OmegaConf.to_container(raw, resolve=True)
+        with_task = OmegaConf.merge(schema, {k: v for k, v in plain.items() if k != "task"})
         cfg: Config = OmegaConf.to_object(with_task)
         task_schema = OmegaConf.structured(task_mod.Config)
         task_cfg = OmegaConf.to_object(OmegaConf.merge(task_schema, task_raw))

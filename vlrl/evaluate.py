@@ -1,8 +1,9 @@
 """Evaluate a checkpoint on a task's held-out data:
 `python vlrl/evaluate.py task=NAME model.path=CHECKPOINT eval.output=REPORT.json [overrides]`.
 
-Writes the task's report as JSON (plus a Markdown table when the task provides one, and annotated
-examples when `eval.dump_images > 0` and the task supports it).
+Writes the task's report as JSON (plus a Markdown table when the task provides one, also printed, and
+annotated examples when `eval.dump_images > 0` and the task supports it). A task with a step limit
+(`required_max_turns`) refuses a smaller `rollout.max_turns`.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
     """Run the policy on `cfg.eval.split` and return (report, episodes)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+    check_max_turns(cfg, task)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     processor = load_processor(cfg.model)
     model = load_model(cfg.model, device, trainable=False)
-    engine = make_engine(cfg.rollout, model, processor)
+    engine = _FreeEncodings(make_engine(cfg.rollout, model, processor))
     available = task.num_examples(cfg.task, cfg.eval.split) if hasattr(task, "num_examples") else None
     n = cfg.eval.num_examples or (available if available is not None else DEFAULT_GENERATED_EXAMPLES)
     if available is not None:
@@ -49,8 +51,12 @@ def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
         job = bar.add_task("eval", total=n)
         for start in range(0, n, cfg.eval.batch_size):
             seeds = list(range(start, min(n, start + cfg.eval.batch_size)))
-            episodes.extend(run_episodes(engine, lambda: task.make_env(cfg.task, cfg.eval.split), seeds, 1,
-                                         cfg.rollout.max_turns, greedy=cfg.eval.greedy))
+            batch = run_episodes(engine, lambda: task.make_env(cfg.task, cfg.eval.split), seeds, 1,
+                                 cfg.rollout.max_turns, greedy=cfg.eval.greedy)
+            for ep in batch[max(0, cfg.eval.dump_images - len(episodes)):]:
+                for turn in ep.turns[1:]:  # later turns' images of multi-turn episodes: not needed by any report
+                    turn.observation.images = []
+            episodes.extend(batch)
             bar.update(job, advance=len(seeds))
     report = task.report(episodes, cfg.task)
     report["meta"] = {
@@ -58,6 +64,33 @@ def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
         "greedy": cfg.eval.greedy, "seed": cfg.eval.seed, "wall_s": round(time.perf_counter() - t0, 2),
     }
     return report, episodes
+
+
+class _FreeEncodings:
+    """The engine, dropping each observation's cached encoding once its responses are sampled: evaluation
+    never trains on it, and a long multi-turn episode (LIBERO: up to 520 turns) would otherwise hold the
+    pixel values of every turn."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def generate(self, observations, n: int = 1, greedy: bool = False):
+        out = self.engine.generate(observations, n=n, greedy=greedy)
+        for obs in observations:
+            obs.cache.clear()
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+def check_max_turns(cfg: Config, task) -> None:
+    """Multi-turn tasks with a step limit (`required_max_turns(task_cfg)`) need rollout.max_turns >= it."""
+    if hasattr(task, "required_max_turns"):
+        need = task.required_max_turns(cfg.task)
+        if cfg.rollout.max_turns < need:
+            raise ValueError(f"invalid config value for 'rollout.max_turns': {cfg.rollout.max_turns} is below the "
+                             f"{need} steps an episode of task {cfg.task.name!r} may take; set rollout.max_turns={need}")
 
 
 def write_report(report: dict, episodes: list, cfg: Config, task, output: str) -> Path:
@@ -84,6 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     path = write_report(report, episodes, cfg, task, output)
     summary = {k: v for k, v in report.items() if isinstance(v, (int, float))}
     print(json.dumps(summary))
+    if hasattr(task, "markdown"):
+        print(task.markdown(report))
     print(f"[vlrl] report: {path}")
 
 

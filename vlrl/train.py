@@ -26,10 +26,12 @@ from omegaconf import OmegaConf
 
 from vlrl import checkpoint
 from vlrl.config import Config, compose, field_help, validate
+from vlrl.critic import episode_values, make_critic
+from vlrl.curriculum import SeedCurriculum
 from vlrl.metrics import episode_metrics, peak_memory_mb, plot_curves, read_metrics, sample_rows
 from vlrl.models import base_model, load_model
 from vlrl.rollout import make_engine, run_episodes
-from vlrl.trainer import build_rows, episode_advantages, start_run, update
+from vlrl.trainer import build_rows, build_turn_rows, episode_advantages, gae_advantages, start_run, update
 
 
 def parse_cli(argv: list[str]) -> tuple[list[str], str | None]:
@@ -71,6 +73,23 @@ def group_weights(task, cfg: Config, episodes) -> list[float]:
     return [float(ep.turns[0].observation.info.get("sample_weight", 1.0)) if ep.turns else 1.0 for ep in episodes]
 
 
+def episode_success(task, episode) -> float:
+    """The task's `episode_success(episode)` hook, else 1 for a positive total reward."""
+    if hasattr(task, "episode_success"):
+        return float(task.episode_success(episode))
+    r = episode.total_reward()
+    return float(r == r and r > 0)
+
+
+def informative(episodes, cfg: Config) -> list[bool]:
+    """Per episode: does its group carry signal (rewards not all equal)? Used by algo.filter_groups."""
+    G, keep = cfg.algo.group_size, []
+    for i in range(0, len(episodes), G):
+        rewards = [ep.total_reward(cfg.algo.reward_weights) for ep in episodes[i : i + G]]
+        keep.extend([max(rewards) > min(rewards)] * len(rewards))  # NaN compares False: dropped
+    return keep
+
+
 def evaluate_policy(engine, task, cfg: Config, n: int, batch_size: int) -> tuple[dict, list]:
     """Greedy episodes on the held-out split -> the task's report."""
     episodes = []
@@ -90,6 +109,18 @@ def run(cfg: Config, task) -> dict:
     # The reference policy is the starting one, not the checkpoint being resumed.
     ref_model = load_model(cfg.model, accelerator.device, trainable=False) if cfg.algo.beta > 0 else None
     engine = make_engine(cfg.rollout, model, processor)
+    state = checkpoint.load_state(resume_from) if resume_from else {}
+    critic = critic_optimizer = None
+    if cfg.algo.advantage == "gae":
+        critic, critic_optimizer = make_critic(cfg, model, accelerator.device)
+        if "critic" in state:
+            critic.load_state_dict(state["critic"])
+            critic_optimizer.load_state_dict(state["critic_optimizer"])
+    curriculum = None
+    if cfg.trainer.curriculum_pool:
+        curriculum = SeedCurriculum(cfg.trainer.curriculum_pool, cfg.trainer.curriculum_window,
+                                    cfg.trainer.curriculum_temperature)
+        curriculum.load_state_dict(state.get("curriculum", {}))
     if main:
         os.makedirs(out_dir, exist_ok=True)
         with open(os.path.join(out_dir, "config.yaml"), "w") as f:
@@ -103,9 +134,13 @@ def run(cfg: Config, task) -> dict:
 
     def save(step: int):
         if main:
+            extra = {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg))}
+            if critic is not None:
+                extra.update(critic=critic.state_dict(), critic_optimizer=critic_optimizer.state_dict())
+            if curriculum is not None:
+                extra["curriculum"] = curriculum.state_dict()
             checkpoint.save(out_dir, step, base_model(model) if cfg.model.lora.r == 0 else model, processor,
-                            optimizer, scheduler, {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg))},
-                            keep=cfg.trainer.keep_checkpoints)
+                            optimizer, scheduler, extra, keep=cfg.trainer.keep_checkpoints)
             curves = ["reward/mean", "eval/overall"]
             plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl"), curves), curves,
                         os.path.join(out_dir, "reward_curve.png"), title=f"{cfg.task.name}: reward")
@@ -122,16 +157,36 @@ def run(cfg: Config, task) -> dict:
         for step in range(start, cfg.trainer.steps):
             t0 = time.perf_counter()
             torch.manual_seed(step_seed(cfg, step, rank))
-            seeds = prompt_seeds(cfg, step, rank, world)
+            if curriculum is not None:
+                gen = torch.Generator().manual_seed(step_seed(cfg, step, rank))
+                seeds = curriculum.sample(cfg.trainer.prompts_per_step, gen)
+            else:
+                seeds = prompt_seeds(cfg, step, rank, world)
             rollout_stats: dict = {}
             episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns,
                                     stats=rollout_stats)
             t_rollout = time.perf_counter() - t0
+            if curriculum is not None:
+                for ep in episodes:
+                    curriculum.record(ep.seed, episode_success(task, ep))
 
-            advantages = episode_advantages(episodes, cfg.algo)
-            rows = build_rows(episodes, advantages, group_weights(task, cfg, episodes))
-            stats = update(model, processor, optimizer, scheduler, rows, cfg.algo, cfg.trainer,
-                           cfg.rollout.max_new_tokens, cfg.rollout.temperature, ref_model)
+            keep = informative(episodes, cfg) if cfg.algo.filter_groups else [True] * len(episodes)
+            sel = [i for i, k in enumerate(keep) if k]
+            if critic is not None:  # PPO: per-turn GAE advantages from the critic's values
+                values, bootstrap = episode_values(critic, processor, [episodes[i] for i in sel])
+                advs, returns = gae_advantages([episodes[i] for i in sel], cfg.algo, values, bootstrap)
+                rows = build_turn_rows([episodes[i] for i in sel], advs, values, returns)
+            else:  # group-relative: every turn of an episode carries the episode's advantage
+                advantages = episode_advantages(episodes, cfg.algo)
+                weights = group_weights(task, cfg, episodes)
+                rows = build_rows([episodes[i] for i in sel], advantages[sel], [weights[i] for i in sel])
+            stats = {}
+            if rows:
+                stats = update(model, processor, optimizer, scheduler, rows, cfg.algo, cfg.trainer,
+                               cfg.rollout.max_new_tokens, cfg.rollout.temperature, ref_model,
+                               critic=critic, critic_optimizer=critic_optimizer,
+                               train_policy=step >= cfg.algo.critic_warmup or critic is None)
+            stats["groups/kept_frac"] = sum(keep) / max(len(keep), 1)
             engine.sync_weights()
             dt = time.perf_counter() - t0
 
@@ -152,9 +207,10 @@ def run(cfg: Config, task) -> dict:
                 logger.log(done, metrics)
             if cfg.trainer.samples_every and done % cfg.trainer.samples_every == 0:
                 logger.log_samples(done, sample_rows(episodes, 4, cfg.algo.reward_weights))
-            progress.update(bar, advance=1, info=f"reward {metrics['reward/mean']:.3f} loss {metrics['loss']:.4f}")
+            loss = metrics.get("loss", float("nan"))
+            progress.update(bar, advance=1, info=f"reward {metrics['reward/mean']:.3f} loss {loss:.4f}")
             if not cfg.trainer.progress and main and done % cfg.trainer.log_every == 0:
-                print(f"step {done} reward {metrics['reward/mean']:.4f} loss {metrics['loss']:.5f} {dt:.2f}s", flush=True)
+                print(f"step {done} reward {metrics['reward/mean']:.4f} loss {loss:.5f} {dt:.2f}s", flush=True)
             if cfg.trainer.save_every and done % cfg.trainer.save_every == 0 and done != cfg.trainer.steps:
                 save(done)
             last = metrics

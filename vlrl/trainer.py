@@ -18,9 +18,9 @@ import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from vlrl import checkpoint
-from vlrl.algos import aggregate, group_advantages, loss_terms
+from vlrl.algos import aggregate, gae, group_advantages, loss_terms, value_loss
 from vlrl.config import AlgoConfig, Config, TrainerConfig
-from vlrl.episode import Episode
+from vlrl.episode import Episode, turn_reward
 from vlrl.forward import Row, response_logprobs, right_aligned
 from vlrl.metrics import RunLogger
 from vlrl.models import load_model, load_processor
@@ -34,6 +34,8 @@ class TrainRow:
     old_logprobs: list[float]
     advantage: float
     weight: float = 1.0
+    old_value: float | None = None  # critic's value of the observation at rollout time (PPO)
+    value_target: float | None = None  # GAE return: the value loss's target
 
 
 @dataclass
@@ -116,6 +118,49 @@ def episode_advantages(episodes: list[Episode], algo: AlgoConfig) -> torch.Tenso
     return group_advantages(rewards, algo.group_size, scale=algo.scale)
 
 
+def gae_advantages(episodes: list[Episode], algo: AlgoConfig, values: list[list[float]],
+                   bootstrap: list[float | None]) -> tuple[list[list[float]], list[list[float]]]:
+    """Per-turn GAE advantages and returns of each episode.
+
+    values[i]: [T_i] critic values of episode i's observations; bootstrap[i]: value of the observation
+    after its last turn when that turn was truncated (else ignored). An episode with an unscorable
+    reward (None) gets zero advantages and its own values as returns (no signal either way).
+    With `algo.scale == "batch"` the advantages of all turns are whitened together.
+    """
+    advs, rets = [], []
+    for ep, v, boot in zip(episodes, values, bootstrap):
+        rewards = torch.tensor([turn_reward(t.rewards, algo.reward_weights) for t in ep.turns], dtype=torch.float64)
+        vals = torch.tensor(v, dtype=torch.float64)
+        if bool(torch.isnan(rewards).any()):
+            advs.append([0.0] * len(v))
+            rets.append(list(v))
+            continue
+        dones = torch.tensor([t.done for t in ep.turns])
+        truncated = torch.tensor([t.truncated for t in ep.turns])
+        next_values = torch.zeros_like(vals)
+        next_values[-1] = boot if boot is not None else 0.0
+        a, r = gae(rewards, vals, dones, algo.gamma, algo.lam, truncated=truncated, next_values=next_values)
+        advs.append(a.tolist())
+        rets.append(r.tolist())
+    if algo.scale == "batch":
+        flat = torch.tensor([x for a in advs for x in a], dtype=torch.float64)
+        if flat.numel() > 1:
+            mean, std = flat.mean().item(), flat.std().item()
+            advs = [[(x - mean) / (std + 1e-4) for x in a] for a in advs]
+    return advs, rets
+
+
+def build_turn_rows(episodes: list[Episode], advantages: list[list[float]], values: list[list[float]],
+                    returns: list[list[float]]) -> list[TrainRow]:
+    """Every turn becomes a row with its own advantage, rollout-time value and return (PPO)."""
+    rows = []
+    for ep, adv, val, ret in zip(episodes, advantages, values, returns):
+        for turn, a, v, r in zip(ep.turns, adv, val, ret):
+            if turn.response_ids:
+                rows.append(TrainRow(Row(turn.observation, turn.response_ids), turn.logprobs, a, 1.0, v, r))
+    return rows
+
+
 def build_rows(episodes: list[Episode], advantages: torch.Tensor, weights: list[float] | None = None) -> list[TrainRow]:
     """Every turn of every episode becomes a row carrying its episode's advantage."""
     rows = []
@@ -149,6 +194,34 @@ def all_reduce_grads(params: list[torch.nn.Parameter]) -> None:
             p.grad.copy_(g)
 
 
+def _policy_loss(model, processor, mb: list[TrainRow], algo: AlgoConfig, temperature: float, ref_model, note,
+                 n_seq: int, n_tok: int, n_mb: int, max_completion_length: int) -> torch.Tensor:
+    """This micro-batch's share of the step's clipped policy loss (normalised by global counts)."""
+    device = next(model.parameters()).device
+    logp, mask, entropy = response_logprobs(model, processor, [r.row for r in mb], temperature, with_entropy=True)
+    old = right_aligned([r.old_logprobs for r in mb], logp.shape[1]).to(device)
+    adv = torch.tensor([r.advantage for r in mb], dtype=torch.float32, device=device)
+    ref = None
+    if algo.beta > 0:
+        with torch.no_grad():
+            ref, _ = response_logprobs(ref_model, processor, [r.row for r in mb], temperature)
+    terms = loss_terms(
+        logp, old, adv, mask.bool(),
+        eps_low=algo.eps_low, eps_high=algo.eps_high, ref_logp=ref, beta=algo.beta,
+        kl=algo.kl, importance_level=algo.importance_level,
+    )
+    note("entropy", entropy)
+    for k, v in terms.diagnostics.items():
+        note(k, v.item())
+    return aggregate(
+        terms.per_token_loss, mask.bool(), algo.loss_type,
+        num_sequences=n_seq, num_tokens=n_tok, num_microbatches=n_mb,
+        max_completion_length=max_completion_length, length_norm=algo.length_norm,
+        seq_weights=(torch.tensor([r.weight for r in mb], dtype=torch.float32, device=device)
+                     if algo.loss_type == "gui_g1" else None),
+    )
+
+
 def micro_batches(rows: list[TrainRow], size: int) -> list[list[TrainRow]]:
     return [rows[i : i + size] for i in range(0, len(rows), size)]
 
@@ -164,10 +237,19 @@ def update(
     max_completion_length: int,
     temperature: float,
     ref_model=None,
+    critic=None,
+    critic_optimizer=None,
+    train_policy: bool = True,
 ) -> dict[str, float]:
-    """`algo.num_iterations` optimizer steps over `rows` (PPO epochs); returns averaged diagnostics."""
+    """`algo.num_iterations` optimizer steps over `rows` (PPO epochs); returns averaged diagnostics.
+
+    With a `critic` (PPO), each micro-batch also adds ``vf_coef * value_loss`` (rows carry old values
+    and returns); `train_policy=False` (critic warm-up) skips the policy loss and keeps a shared
+    backbone frozen, so only the critic learns.
+    """
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
+    critic_params = [p for p in critic.parameters() if p.requires_grad] if critic is not None else []
     batches = micro_batches(rows, trainer.micro_batch_size)
     n_seq, n_tok, n_mb = _global_sum(
         [float(len(rows)), float(sum(len(r.row.response_ids) for r in rows)), float(len(batches))], device
@@ -179,40 +261,37 @@ def update(
 
     for _ in range(algo.num_iterations):
         for mb in batches:
-            logp, mask, entropy = response_logprobs(model, processor, [r.row for r in mb], temperature, with_entropy=True)
-            old = right_aligned([r.old_logprobs for r in mb], logp.shape[1]).to(device)
-            adv = torch.tensor([r.advantage for r in mb], dtype=torch.float32, device=device)
-            ref = None
-            if algo.beta > 0:
-                with torch.no_grad():
-                    ref, _ = response_logprobs(ref_model, processor, [r.row for r in mb], temperature)
-            terms = loss_terms(
-                logp, old, adv, mask.bool(),
-                eps_low=algo.eps_low, eps_high=algo.eps_high, ref_logp=ref, beta=algo.beta,
-                kl=algo.kl, importance_level=algo.importance_level,
-            )
-            loss = aggregate(
-                terms.per_token_loss, mask.bool(), algo.loss_type,
-                num_sequences=int(n_seq), num_tokens=int(n_tok), num_microbatches=int(n_mb),
-                max_completion_length=max_completion_length, length_norm=algo.length_norm,
-                seq_weights=(torch.tensor([r.weight for r in mb], dtype=torch.float32, device=device)
-                             if algo.loss_type == "gui_g1" else None),
-            )
+            loss = torch.zeros((), device=device)
+            if train_policy:
+                loss = loss + _policy_loss(model, processor, mb, algo, temperature, ref_model, note,
+                                           int(n_seq), int(n_tok), int(n_mb), max_completion_length)
+            if critic is not None:
+                values = critic(processor, [r.row.observation for r in mb], train_backbone=train_policy or critic.separate)
+                old = torch.tensor([r.old_value for r in mb], dtype=torch.float32, device=values.device)
+                target = torch.tensor([r.value_target for r in mb], dtype=torch.float32, device=values.device)
+                v_loss = value_loss(values, old, target, clip=algo.value_clip or None) / n_mb
+                loss = loss + algo.vf_coef * v_loss
+                note("value_loss", v_loss.item() * n_mb)
             loss.backward()
             note("loss", loss.item())
-            note("entropy", entropy)
-            for k, v in terms.diagnostics.items():
-                note(k, v.item())
-        all_reduce_grads(params)
+        all_reduce_grads(params + critic_params)
+        if critic_params:
+            c_norm = torch.nn.utils.clip_grad_norm_(critic_params, trainer.max_grad_norm if trainer.max_grad_norm > 0 else float("inf"))
+            if torch.isfinite(c_norm):
+                critic_optimizer.step()
+            critic_optimizer.zero_grad(set_to_none=True)
+            note("critic_grad_norm", c_norm.item())
         grad_norm = torch.nn.utils.clip_grad_norm_(params, trainer.max_grad_norm if trainer.max_grad_norm > 0 else float("inf"))
         if torch.isfinite(grad_norm):
-            optimizer.step()
+            if train_policy:
+                optimizer.step()
             note("skipped_nonfinite", 0.0)
         else:
             # A NaN/inf loss or gradient would poison the weights: skip this step, keep going.
             note("skipped_nonfinite", 1.0)
         note("grad_norm", grad_norm.item())
-        scheduler.step()
+        if train_policy:
+            scheduler.step()
         optimizer.zero_grad(set_to_none=True)
 
     out = {k: sum(v) / len(v) for k, v in stats.items() if k not in ("loss", "skipped_nonfinite")}

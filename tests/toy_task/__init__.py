@@ -23,6 +23,7 @@ class Config:
     module: str = "tests/toy_task"  # task folder (a path works as well as a module name)
     size: int = 56  # image side in pixels
     corrupt_every: int = 0  # if > 0, reset(seed) raises OSError when seed % corrupt_every == 0 (robustness tests)
+    turns: int = 1  # > 1: a multi-turn episode, scored every turn, done after this many turns (PPO tests)
 
     def __post_init__(self):
         if self.size < 28:
@@ -31,22 +32,29 @@ class Config:
 
 class ToyEnv:
     def __init__(self, cfg: Config, split: str):
-        self.cfg, self.split, self.color = cfg, split, "red"
+        self.cfg, self.split, self.color, self.t = cfg, split, "red", 0
 
     def reset(self, seed: int) -> Observation:
         if self.cfg.corrupt_every and seed % self.cfg.corrupt_every == 0:
             raise OSError(f"image for seed {seed} is corrupt")
         rng = random.Random(seed * 2 + (self.split == "eval"))
-        self.color = rng.choice(sorted(COLORS))
+        self.color, self.t = rng.choice(sorted(COLORS)), 0
+        return self._observation()
+
+    def _observation(self) -> Observation:
         image = Image.new("RGB", (self.cfg.size, self.cfg.size), COLORS[self.color])
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "answer"}]}]
+        text = "answer" if self.cfg.turns == 1 else f"answer {self.t}"
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
         return Observation(messages=messages, images=[image], info={"color": self.color})
 
     def step(self, response_text: str) -> StepResult:
         chars = [c for c in response_text if not c.isspace()]
         want = str.isdigit if self.color == "red" else str.isalpha
         score = sum(want(c) for c in chars) / len(chars) if chars else 0.0
-        return StepResult(None, {"score": score}, True, info={"length": float(len(response_text)), "reason": None if chars else "empty"})
+        self.t += 1
+        done = self.t >= self.cfg.turns
+        return StepResult(None if done else self._observation(), {"score": score}, done,
+                          info={"length": float(len(response_text)), "reason": None if chars else "empty"})
 
 
 def make_env(cfg: Config, split: str) -> ToyEnv:
@@ -62,5 +70,5 @@ def reference_answer(obs: Observation, cfg: Config) -> str:
 
 
 def report(episodes: list[Episode], cfg: Config) -> dict:
-    scores = [ep.turns[0].rewards["score"] for ep in episodes]
+    scores = [sum(t.rewards["score"] for t in ep.turns) / len(ep.turns) for ep in episodes]
     return {"overall": sum(scores) / len(scores), "count": len(scores)}

@@ -30,7 +30,7 @@ import torch
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "gui_g1")
 KL_ESTIMATORS = ("k1", "k3")
-IMPORTANCE_LEVELS = ("token", "sequence")
+IMPORTANCE_LEVELS = ("token", "sequence", "action")
 
 
 class LossTerms(NamedTuple):
@@ -89,7 +89,9 @@ def loss_terms(
 
     Ratio ``r = exp(logp - old_logp)`` per token (``importance_level="token"``), or per sequence
     (``"sequence"``, GSPO): ``exp`` of the masked mean log-ratio of the sequence, the same value for
-    all of its tokens (the gradient flows through the mean).
+    all of its tokens (the gradient flows through the mean); or per action (``"action"``, VLA-RL: a
+    response is one action of D tokens, and the action's probability is the product of its tokens'):
+    ``exp`` of the masked SUM of the log-ratios.
 
     Args:
         logp: [B, L] log-probs of the sampled tokens under the current policy (with grad).
@@ -100,7 +102,7 @@ def loss_terms(
         ref_logp: [B, L] reference-policy log-probs; only needed when beta > 0.
         beta: KL coefficient.
         kl: "k1" or "k3", the KL estimator.
-        importance_level: "token" or "sequence".
+        importance_level: "token", "sequence" or "action".
 
     Returns:
         LossTerms(per_token_loss [B, L], diagnostics).
@@ -138,6 +140,8 @@ def loss_terms(
     if importance_level == "sequence":
         seq_log_ratio = log_ratio.sum(dim=1, keepdim=True) / active.sum(dim=1, keepdim=True).clamp(min=1)
         log_ratio = seq_log_ratio.expand_as(logp)
+    elif importance_level == "action":
+        log_ratio = log_ratio.sum(dim=1, keepdim=True).expand_as(logp)
     ratio = torch.exp(log_ratio)
 
     adv = advantages.to(logp.dtype)

@@ -93,6 +93,8 @@ def run_episodes(
                 info={**result.info, "finished": sample.finished},
             )
             episodes[ep_idx].turns.append(turn)
+            if truncated and result.observation is not None:
+                episodes[ep_idx].info["bootstrap_observation"] = result.observation  # PPO bootstraps V from it
             if not (result.done or truncated):
                 current[ep_idx] = result.observation
                 next_live.append(ep_idx)

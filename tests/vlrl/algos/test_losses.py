@@ -35,9 +35,11 @@ def ref_policy_loss(
         active = [t for t in range(len(logp[i])) if mask[i][t]]
         if level == "sequence":
             lr_seq = sum(logp[i][t] - old[i][t] for t in active) / max(len(active), 1)
+        elif level == "action":
+            lr_seq = sum(logp[i][t] - old[i][t] for t in active)
         s = 0.0
         for t in active:
-            lr = lr_seq if level == "sequence" else logp[i][t] - old[i][t]
+            lr = lr_seq if level in ("sequence", "action") else logp[i][t] - old[i][t]
             r = math.exp(lr)
             r_clip = min(max(r, 1 - eps_low), 1 + eps_high)
             tok = -min(r * adv[i], r_clip * adv[i])
@@ -154,7 +156,7 @@ def _random_case(seed, b=4, length=5, ragged=True, lengths=None):
 
 
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
-@pytest.mark.parametrize("level", ["token", "sequence"])
+@pytest.mark.parametrize("level", ["token", "sequence", "action"])
 @pytest.mark.parametrize("beta,kl", [(0.0, "k3"), (0.05, "k1"), (0.1, "k3")])
 def test_policy_loss_matches_python_reference(loss_type, level, beta, kl):
     logp, old, ref, adv, mask = _random_case(7)
@@ -218,6 +220,21 @@ def test_sequence_ratio_is_masked_mean():
     terms = loss_terms(logp, old, torch.tensor([1.0], dtype=F64), mask, importance_level="sequence", eps_high=1.0)
     r = math.exp(0.2)
     torch.testing.assert_close(terms.per_token_loss, torch.tensor([[-r, -r, 0.0]], dtype=F64))
+
+
+def test_action_ratio_is_product_of_token_probabilities():
+    """VLA-RL's per-action ratio: p(action) / p_old(action) = prod over its D tokens; padding ignored."""
+    logp = torch.tensor([[-0.5, -1.0, -0.2, -9.0]], dtype=F64)
+    old = torch.tensor([[-0.6, -1.1, -0.25, 0.0]], dtype=F64)
+    mask = torch.tensor([[1, 1, 1, 0]])
+    r = math.exp(0.1 + 0.1 + 0.05)  # 1.284: inside [0.8, 1.3]
+    terms = loss_terms(logp, old, torch.tensor([2.0], dtype=F64), mask, importance_level="action", eps_high=0.3)
+    torch.testing.assert_close(terms.per_token_loss, torch.tensor([[-2 * r, -2 * r, -2 * r, 0.0]], dtype=F64))
+    # With eps_high 0.2 the action ratio 1.284 is clipped at 1.2 although every token ratio (<= 1.11) is not.
+    clipped = loss_terms(logp, old, torch.tensor([2.0], dtype=F64), mask, importance_level="action", eps_high=0.2)
+    torch.testing.assert_close(clipped.per_token_loss[0, :3], torch.full((3,), -2.4, dtype=F64))
+    token = loss_terms(logp, old, torch.tensor([2.0], dtype=F64), mask, importance_level="token", eps_high=0.2)
+    assert token.diagnostics["clip_frac"].item() == 0.0 and clipped.diagnostics["clip_frac"].item() == 1.0
 
 
 def test_clipped_high_token_has_zero_gradient():

@@ -1,0 +1,43 @@
+"""Success-rate curriculum over a finite pool of training seeds (tasks x initial states).
+
+Each seed keeps the outcomes of its last `window` groups; a step draws its seeds with probability
+``(1 - SR + 1e-9) ** (1 / T)`` (vlrl.algos.curriculum_weights). A seed never tried counts as SR = 0,
+so every seed is visited early. The history is part of the checkpoint, so a resumed run samples what
+the uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import torch
+
+from vlrl.algos import curriculum_weights
+
+
+class SeedCurriculum:
+    def __init__(self, pool: int, window: int, temperature: float):
+        self.pool, self.window, self.temperature = pool, window, temperature
+        self.history: dict[int, deque] = {}
+
+    def success_rates(self) -> torch.Tensor:
+        """[pool] success rate per seed over its window (0 for seeds never tried)."""
+        sr = torch.zeros(self.pool, dtype=torch.float64)
+        for seed, h in self.history.items():
+            if h:
+                sr[seed] = sum(h) / len(h)
+        return sr
+
+    def sample(self, n: int, generator: torch.Generator) -> list[int]:
+        """`n` distinct seeds (with replacement only when the pool is smaller than n)."""
+        p = curriculum_weights(self.success_rates(), self.temperature)
+        return torch.multinomial(p, n, replacement=n > self.pool, generator=generator).tolist()
+
+    def record(self, seed: int, success: float) -> None:
+        self.history.setdefault(seed, deque(maxlen=self.window)).append(float(success))
+
+    def state_dict(self) -> dict:
+        return {str(k): list(v) for k, v in self.history.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history = {int(k): deque(v, maxlen=self.window) for k, v in state.items()}
