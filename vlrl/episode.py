@@ -115,3 +115,6 @@ class Env(Protocol):
     def reset(self, seed: int) -> Observation: ...
 
     def step(self, response_text: str) -> StepResult: ...
+
+    # Optional: `step_ids(response_ids) -> StepResult`. run_episodes calls it instead of `step` when
+    # present (action-token policies, where decoding ids to text and back is not exact).

@@ -2,7 +2,8 @@
 
 RL needs a policy that already succeeds sometimes. This trains one on the task's own data: each step
 draws fresh training examples (`env.reset(seed)`), asks the task for the reference answer
-(`task.reference_answer(observation, task_cfg) -> str`) and minimises the answer-only token NLL.
+(`task.reference_answer(observation, task_cfg) -> str`, or `reference_ids(...) -> list[int]` when the
+answer is tokens, e.g. VLA actions) and minimises the answer-only token NLL.
 Same model loading, forward (one vision pass per observation), checkpoints and resume as training;
 `sft.curriculum` switches task settings (e.g. the number of widgets) by step.
 """
@@ -100,8 +101,11 @@ def run(cfg: Config, task) -> dict:
             rows = []
             for seed in prompt_seeds(cfg, step, rank, world):
                 obs = env.reset(seed)
-                answer = task.reference_answer(obs, task_cfg) + eos
-                rows.append(Row(obs, processor.tokenizer(answer, add_special_tokens=False)["input_ids"]))
+                if hasattr(task, "reference_ids"):  # token-level answers (VLA actions) skip re-tokenisation
+                    ids = list(task.reference_ids(obs, task_cfg)) + [processor.tokenizer.eos_token_id]
+                else:
+                    ids = processor.tokenizer(task.reference_answer(obs, task_cfg) + eos, add_special_tokens=False)["input_ids"]
+                rows.append(Row(obs, ids))
             metrics = sft_step(model, processor, optimizer, scheduler, rows, cfg.trainer.micro_batch_size, cfg.trainer.max_grad_norm)
             metrics.update({"lr": scheduler.get_last_lr()[0], "time/step": time.perf_counter() - t0,
                             "time/elapsed": time.perf_counter() - t_start, "memory/peak_mb": peak_memory_mb()})

@@ -22,6 +22,8 @@ def main(argv=None) -> None:
     p.add_argument("--libero-suite", default=None)
     p.add_argument("--task-id", type=int, default=0)
     p.add_argument("--image-size", type=int, default=128)
+    p.add_argument("--max-steps", type=int, default=10_000, help="env steps before the episode times out")
+    p.add_argument("--reward-shaping", action="store_true", help="robosuite's dense shaped reward")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--token-file", default=None)
@@ -35,7 +37,8 @@ def main(argv=None) -> None:
 
         env_cfg = LiberoConfig(suite=a.libero_suite, task_id=a.task_id, image_size=a.image_size)
     else:
-        env_cfg = RobosuiteConfig(task=a.task, image_size=a.image_size, max_steps=10_000)
+        env_cfg = RobosuiteConfig(task=a.task, image_size=a.image_size, max_steps=a.max_steps,
+                                  reward_shaping=a.reward_shaping)
     cfg = BridgeConfig(host=a.host, port=a.port, token_file=a.token_file, tls_cert=a.tls_cert, tls_key=a.tls_key,
                        record_path=a.record)
     server = BridgeServer(SimAdapter(functools.partial(make_env, env_cfg)), cfg)

@@ -18,13 +18,17 @@ class BridgeError(RuntimeError):
 
 
 class AuthError(BridgeError):
-    """The server rejected our credentials."""
+    """The server refused the connection: bad credentials, or `code` "busy" (another policy client is connected)."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class BridgeClient:
     """Connect, authenticate with the shared token, then send requests and wait for their replies.
 
-    Messages the server sends on its own (halted, estopped) are kept in `notices`.
+    Messages the server sends on its own (halted, estopped, human_step) are kept in `notices`, in order.
     """
 
     def __init__(self, uri: str, token: str, role: str = "policy", cafile: str | None = None,
@@ -37,7 +41,7 @@ class BridgeClient:
         reply = self._recv()
         if reply["type"] != "welcome":
             self.ws.close()
-            raise AuthError(f"server refused the connection: {reply.get('code')}")
+            raise AuthError(f"server refused the connection: {reply.get('code')}", reply.get("code"))
         self.welcome = reply
 
     def _recv(self, timeout: float | None = None) -> dict:
@@ -51,13 +55,21 @@ class BridgeClient:
     def request(self, msg_type: str, **fields) -> dict:
         """Send one message and return the server's reply to it (matched by seq)."""
         seq = next(self._seq)
-        self.ws.send(encode(msg_type, seq=seq, **fields))
+        try:
+            self.ws.send(encode(msg_type, seq=seq, **fields))
+        except ConnectionClosed as e:
+            raise BridgeError(f"connection closed: {e}") from e
         deadline = time.monotonic() + self.timeout_s
         while True:
             msg = self._recv(max(deadline - time.monotonic(), 0.01))
             if msg.get("seq") == seq:
                 return msg
             self.notices.append(msg)
+
+    def pop_notices(self) -> list[dict]:
+        """The notices received so far (oldest first), removing them."""
+        out, self.notices = self.notices, []
+        return out
 
     def send_raw(self, frame: bytes | str) -> None:
         """Send an arbitrary frame (tests use it to fuzz the server)."""

@@ -34,6 +34,11 @@ class ScriptedTeleop:
     def action(self, obs: dict) -> np.ndarray | None:
         return self._queue.popleft() if self._queue else None
 
+    @property
+    def remaining(self) -> int:
+        """Actions not replayed yet."""
+        return len(self._queue)
+
 
 class RemoteTeleop:
     """Actions streamed by an operator client ("teleop" messages); each is used for one tick."""

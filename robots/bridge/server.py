@@ -43,7 +43,7 @@ class BridgeServer:
         self.token = token if token is not None else load_token(self.cfg.token_file, self.cfg.token_env)
         self.adapter, self.safety = adapter, SafetyFilter(self.cfg.safety)
         self.remote_teleop = RemoteTeleop()
-        self.teleop = teleop or self.remote_teleop
+        self.teleop = teleop if teleop is not None else self.remote_teleop
         self._exec = ThreadPoolExecutor(1, thread_name_prefix="robot")  # every adapter call on one thread
         self._lock = asyncio.Lock()
         self._recorder = HDF5Recorder(self.cfg.record_path) if self.cfg.record_path else None
@@ -199,15 +199,20 @@ class BridgeServer:
                               requested=np.asarray(action, np.float32), safety=",".join(fired))
         done = bool(result.get("success")) or bool(result.get("truncated"))
         if source == "policy":
-            await self._send_obs(self._policy_ws, seq, result=result, safety=fired)
+            await self._send_obs(self._policy_ws, seq, result=result, safety=fired, applied=np.asarray(safe, np.float64))
             # The watchdog measures client silence: a synchronous client cannot send before this reply.
             self._last_valid_t = time.monotonic()
+        elif source == "human":
+            # Tell the policy client what the human did (the observation it acted on, the applied action),
+            # so a trainer can keep the intervention as a demonstration.
+            await self._send(self._policy_ws, "human_step", **self._obs_fields(obs), action=np.asarray(safe, np.float64),
+                             requested=np.asarray(action, np.float64), result=result, safety=fired)
         if done:
             self._end_episode("success" if result.get("success") else "timeout", success=bool(result.get("success")))
 
     # ---- messaging ----------------------------------------------------------------------------
-    def _obs_fields(self) -> dict:
-        obs = self.adapter.observe()
+    def _obs_fields(self, obs: dict | None = None) -> dict:
+        obs = self.adapter.observe() if obs is None else obs
         images = obs.get("images", {}) if self.cfg.send_images else {}
         return {"images": images, "proprio": np.asarray(obs.get("proprio", []), np.float32),
                 "instruction": obs.get("instruction", "")}

@@ -9,10 +9,10 @@ from __future__ import annotations
 from .action_tokenizer import ActionStats, ActionTokenizer
 from .config import Config
 from .demos import FramesEnv
-from .env import RobotManipulationEnv, action_tokenizer, demo_action_stats, reference_answer
+from .env import RobotManipulationEnv, action_tokenizer, demo_action_stats, reference_answer, reference_ids
 
 __all__ = ["ActionStats", "ActionTokenizer", "Config", "RobotManipulationEnv", "action_tokenizer", "demo_action_stats",
-           "make_env", "num_examples", "reference_answer", "report"]
+           "make_env", "num_examples", "reference_answer", "reference_ids", "report"]
 
 
 def make_env(cfg: Config, split: str):

@@ -239,6 +239,19 @@ def _token_strings(hf_tokenizer, tok: ActionTokenizer) -> dict[str, list[tuple[s
     return _STRINGS[key]
 
 
+def response_to_action(ids, tok: ActionTokenizer, eos_ids) -> np.ndarray | None:
+    """The action a sampled response spells: D action ids, optionally followed by EOS; else None.
+
+    Prefer this over text: concatenated action-token strings do not always re-tokenise into the
+    sampled ids (about 16% of actions are ambiguous with the tiny model's byte-level BPE)."""
+    ids = list(ids)
+    while ids and ids[-1] in eos_ids:
+        ids.pop()
+    if len(ids) != tok.dim or not all(tok.is_action_id(ids)):
+        return None
+    return tok.decode(ids)
+
+
 def action_to_text(action, hf_tokenizer, tok: ActionTokenizer) -> str:
     return ids_to_text(tok.encode(action), hf_tokenizer)
 

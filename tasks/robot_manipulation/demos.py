@@ -14,8 +14,10 @@ one ``.npz``; `FramesEnv` serves them to `vlrl/sft.py` through the ordinary env 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -71,6 +73,13 @@ def collect(cfg: Config, episodes: int, noise: float, seed: int = 0, progress: b
             "step": np.asarray(steps), "success": np.asarray(success), "instruction": np.asarray(instruction)}
 
 
+@functools.lru_cache(maxsize=2)
+def load_frames(path: str) -> dict:
+    """Decompressed frames, loaded once per process (sft.py makes a fresh env every step)."""
+    with np.load(path) as data:
+        return {k: data[k] for k in ("images", "actions", "instruction")}
+
+
 class FramesEnv:
     """Serves recorded frames as one-turn observations for behaviour cloning (no simulator).
 
@@ -82,7 +91,7 @@ class FramesEnv:
         from vlrl.config import resolve_path
 
         self.cfg = cfg
-        data = np.load(resolve_path(cfg.demo_path))
+        data = load_frames(resolve_path(cfg.demo_path))
         self.images, self.actions = data["images"], data["actions"]
         self.instruction = str(data["instruction"])
         if self.images.shape[1:3] != (cfg.image_size, cfg.image_size):
@@ -117,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     np.savez_compressed(os.path.join(a.out, "frames.npz"), **data)
     stats = ActionStats.from_actions(data["actions"])
     stats.save(a.out)
-    meta = {"command": "python -m tasks.robot_manipulation.demos " + " ".join(argv or []), "frames": len(data["actions"]),
+    meta = {"command": "python -m tasks.robot_manipulation.demos " + " ".join(sys.argv[1:] if argv is None else argv), "frames": len(data["actions"]),
             "episodes": a.episodes, "expert_success_rate": float(data["success"].mean()), "noise": a.noise,
             "image_size": a.image_size, "seconds": round(time.perf_counter() - t0, 1)}
     with open(os.path.join(a.out, "DEMOS.json"), "w") as f:

@@ -26,7 +26,7 @@ from PIL import Image
 
 from vlrl.episode import Observation, StepResult
 
-from .action_tokenizer import ActionStats, ActionTokenizer, action_to_text, text_to_ids
+from .action_tokenizer import ActionStats, ActionTokenizer, action_to_text, response_to_action, text_to_ids
 from .config import Config
 
 PROMPT = "In: What action should the robot take to {instruction}?\nOut:"
@@ -72,17 +72,26 @@ def _expert(cfg: Config):
     return PickPlaceExpert(SPECS[cfg.env])
 
 
-def observation(cfg: Config, image: np.ndarray, instruction: str, info: dict) -> Observation:
-    """The VLA prompt with one camera image; with `cfg.constrained` only the 7 action tokens, then EOS."""
+def action_constraint(tok: ActionTokenizer, eos_ids) -> list:
+    """Allowed ids per response position (Observation.allowed_ids): `tok.dim` action tokens, then EOS."""
+    return [range(tok.offset, tok.offset + tok.n_bins)] * tok.dim + [sorted(eos_ids)]
+
+
+def vla_observation(image, instruction: str, info: dict | None = None, allowed_ids: list | None = None) -> Observation:
+    """The VLA prompt on one camera frame (an HxWx3 uint8 array or a PIL image)."""
     messages = [{"role": "user", "content": [{"type": "image"},
                                              {"type": "text", "text": PROMPT.format(instruction=instruction)}]}]
+    img = image if isinstance(image, Image.Image) else Image.fromarray(np.asarray(image, dtype=np.uint8))
+    return Observation(messages=messages, images=[img], info={"instruction": instruction, **(info or {})},
+                       allowed_ids=allowed_ids)
+
+
+def observation(cfg: Config, image, instruction: str, info: dict) -> Observation:
+    """The task's observation; with `cfg.constrained` only the 7 action tokens, then EOS, can be sampled."""
     allowed = None
     if cfg.constrained:
-        tok = action_tokenizer(cfg)
-        actions = range(tok.offset, tok.offset + tok.n_bins)
-        allowed = [actions] * tok.dim + [[hf_tokenizer(cfg.tokenizer_path).eos_token_id]]
-    return Observation(messages=messages, images=[Image.fromarray(image)], info={"instruction": instruction, **info},
-                       allowed_ids=allowed)
+        allowed = action_constraint(action_tokenizer(cfg), [hf_tokenizer(cfg.tokenizer_path).eos_token_id])
+    return vla_observation(image, instruction, info, allowed)
 
 
 class RobotManipulationEnv:
@@ -117,12 +126,20 @@ class RobotManipulationEnv:
         return self._observation(obs)
 
     def step(self, response_text: str) -> StepResult:
+        """Act on a response given as text (re-tokenised; ambiguous spellings count as invalid)."""
+        ids = text_to_ids(response_text, self.hf_tok, self.tok)
+        return self._act(None if ids is None else self.tok.decode(ids))
+
+    def step_ids(self, response_ids: list[int]) -> StepResult:
+        """Act on the sampled token ids (what run_episodes uses): exact, no re-tokenisation."""
+        return self._act(response_to_action(response_ids, self.tok, {self.hf_tok.eos_token_id}))
+
+    def _act(self, action: np.ndarray | None) -> StepResult:
         sim = self._sim
         if sim is None:
             raise RuntimeError("step() before reset()")
-        ids = text_to_ids(response_text, self.hf_tok, self.tok)
-        invalid = ids is None
-        action = np.zeros(7) if invalid else self.tok.decode(ids)
+        invalid = action is None
+        action = np.zeros(7) if invalid else action
         obs, _, term, trunc, info = sim.step(action)
         rewards = {"success": 1.0 if term else 0.0, "invalid_action": float(self.cfg.invalid_penalty) if invalid else 0.0}
         out_info = {"reason": "invalid_action" if invalid else None, "success": bool(term), "step": info["step"],
@@ -165,6 +182,13 @@ class RobotManipulationEnv:
             self.close()
         except Exception:  # noqa: BLE001  (interpreter shutdown)
             pass
+
+
+def reference_ids(obs: Observation, cfg: Config) -> list[int]:
+    """The expert's action as the 7 action token ids (vlrl/sft.py prefers ids over text when a task has them)."""
+    if "expert_action" not in obs.info:
+        raise ValueError("observation has no expert action: set task.expert_labels=true")
+    return action_tokenizer(cfg).encode(obs.info["expert_action"])
 
 
 def reference_answer(obs: Observation, cfg: Config) -> str:

@@ -80,7 +80,9 @@ def run_episodes(
         next_live = []
         for k, ep_idx in enumerate(live):
             sample = samples[k]
-            result = envs[ep_idx].step(sample.text)
+            env = envs[ep_idx]
+            # Envs whose actions are tokens (VLA) take the sampled ids: text would have to be re-tokenised.
+            result = env.step_ids(sample.response_ids) if hasattr(env, "step_ids") else env.step(sample.text)
             truncated = result.truncated or (not result.done and turn_idx == max_turns - 1)
             turn = Turn(
                 observation=current[ep_idx],

@@ -1,0 +1,530 @@
+"""Robot-in-the-loop RL of a VLA policy through the authenticated robot bridge (asynchronous actor + learner).
+
+    python -m robots.bridge --task Lift --image-size 64 --reward-shaping            # next to the robot / simulator
+    python -m tasks.robot_manipulation.session --uri ws://127.0.0.1:8765 --episodes 20 --out runs/robot_session
+
+Actor (the thread that calls `run`): bridge observation (camera image + instruction) -> the task's VLA prompt,
+constrained to 7 action tokens + EOS (`vla_observation`) -> one sample from the ACTOR's copy of the policy (the
+newest weights the learner has published) -> action -> the bridge, whose server clamps it (safety layer). Each
+executed step becomes a vlrl `Turn` with `info["source"] = "policy"`, the sampling log-probs and the weights
+version that produced it.
+
+Human takeover: an operator (operator client with `RemoteTeleop`, a gamepad, a `ScriptedTeleop` in tests) takes
+over at the server; the policy's commands are refused ("takeover") and the server streams every human step as a
+`human_step` notice (the observation it acted on and the action applied after the safety clamps). Each becomes a
+`Turn` with `info["source"] = "human"`, whose response is that action's tokens + EOS and whose `logprobs` are
+empty (no policy sampled it). `interventions="demo"` trains on them as demonstrations, `"exclude"` drops them.
+
+Learner (a thread): whenever `episodes_per_update` episodes have finished, one `vlrl.trainer.update` on the
+learner's model: policy turns are PPO/GRPO rows carrying their episode's advantage (episode return against the
+returns of the last `baseline_window` episodes: the robot cannot replay a start state, so there are no groups);
+human turns (demo) are rows with advantage `demo_advantage` whose old log-probs are the current policy's, so the
+first PPO epoch's gradient is exactly `demo_advantage` x the tokens' negative log-likelihood (behaviour cloning,
+later epochs clipped like any row). The weights are then copied into the actor's model under a lock (version + 1).
+The robot never waits for an update; it acts from whatever version is current.
+
+Episodes end on success, the env's timeout, `max_steps` turns (checked before each policy action, so a human
+takeover in progress is never cut), a refusal the session cannot act through (e-stop), or a dropped connection:
+the turns recorded so far are kept and trained on, and the session reconnects (`reconnect_attempts`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import copy
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from websockets.exceptions import WebSocketException
+
+from robots.bridge.auth import load_token
+from robots.bridge.client import AuthError, BridgeClient, BridgeError
+from vlrl.algos import group_advantages
+from vlrl.config import AlgoConfig, ModelConfig, RolloutConfig, TrainerConfig, resolve_path
+from vlrl.episode import Episode, Observation, Turn
+from vlrl.forward import Row, response_logprobs
+from vlrl.models import base_model, load_model, load_processor
+from vlrl.rollout import make_engine
+from vlrl.trainer import TrainRow, build_rows, make_optimizer, make_scheduler, micro_batches, update
+
+from .action_tokenizer import STATS_FILE, ActionStats, ActionTokenizer
+from .config import Config as TaskConfig
+from .env import action_constraint, vla_observation
+
+log = logging.getLogger(__name__)
+INTERVENTIONS = ("demo", "exclude")
+_CONNECTION_ERRORS = (BridgeError, OSError, WebSocketException)
+
+
+@dataclass
+class SessionConfig:
+    """A robot-in-the-loop session: bridge connection, episodes, how interventions are used, and the vlrl configs."""
+
+    uri: str = "ws://127.0.0.1:8765"  # the bridge server (wss:// with TLS)
+    token_file: str | None = None  # file with the bridge token; None = $VLRL_BRIDGE_TOKEN
+    cafile: str | None = None  # TLS: the server's certificate (self-signed robots)
+    episodes: int = 10  # episodes to run (a dropped connection ends one)
+    max_steps: int = 100  # turns (policy + human) before an episode ends
+    episodes_per_update: int = 1  # finished episodes per learner update
+    interventions: str = "demo"  # demo: train on human turns (behaviour cloning) | exclude: drop them
+    demo_advantage: float = 1.0  # advantage of a human turn (its BC weight); > 0
+    baseline_window: int = 16  # advantages: episode return against the returns of the last N episodes
+    seed: int = 0  # episode i resets the robot with seed + i (simulators), and seeds torch
+    reset: bool = True  # reset through the bridge at each episode start (False: people reset the scene)
+    greedy: bool = False  # greedy actions (evaluation); RL samples
+    poll_s: float = 0.05  # status polling period while an operator drives
+    wait_human_s: float = 600.0  # give up an episode after a takeover / pause / e-stop lasts this long
+    reconnect_attempts: int = 5  # reconnects after a dropped connection (and retries of a "busy" refusal)
+    reconnect_wait_s: float = 0.5  # pause between reconnect attempts
+    request_timeout_s: float = 30.0  # bridge request timeout
+    out_dir: str | None = None  # save the final policy, action stats, episodes.jsonl, updates.jsonl here
+    task: TaskConfig = field(default_factory=lambda: TaskConfig(expert_labels=False))  # camera, action bins, stats
+    model: ModelConfig = field(default_factory=ModelConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(max_new_tokens=8))
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+    def __post_init__(self) -> None:
+        def check(ok: bool, name: str, msg: str) -> None:
+            if not ok:
+                raise ValueError(f"invalid config value for '{name}': {msg}")
+
+        check(self.interventions in INTERVENTIONS, "interventions", f"{self.interventions!r} is not one of {list(INTERVENTIONS)}")
+        check(self.episodes >= 1, "episodes", "must be >= 1")
+        check(self.max_steps >= 1, "max_steps", "must be >= 1")
+        check(self.episodes_per_update >= 1, "episodes_per_update", "must be >= 1")
+        check(self.demo_advantage > 0, "demo_advantage", "must be > 0")
+        check(self.baseline_window >= 1, "baseline_window", "must be >= 1")
+        check(self.rollout.max_new_tokens >= 8, "rollout.max_new_tokens", "must be >= 8 (7 action tokens + EOS)")
+
+
+def training_rows(episodes: list[Episode], advantages, interventions: str,
+                  demo_advantage: float = 1.0) -> tuple[list[TrainRow], list[TrainRow]]:
+    """(policy rows, demo rows). Policy turns carry their episode's advantage (`build_rows`); human turns
+    become demo rows (advantage `demo_advantage`, old log-probs left empty for the learner to fill) when
+    `interventions == "demo"` and are dropped when it is "exclude"."""
+    if interventions not in INTERVENTIONS:
+        raise ValueError(f"interventions must be one of {INTERVENTIONS}, got {interventions!r}")
+    policy_only = [Episode(turns=[t for t in ep.turns if t.info.get("source") != "human"]) for ep in episodes]
+    rows = build_rows(policy_only, torch.as_tensor(list(advantages), dtype=torch.float32))
+    demo = []
+    if interventions == "demo":
+        demo = [TrainRow(Row(t.observation, list(t.response_ids)), [], float(demo_advantage))
+                for ep in episodes for t in ep.turns if t.info.get("source") == "human" and t.response_ids]
+    return rows, demo
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    eos = base_model(model).generation_config.eos_token_id
+    eos = tokenizer.eos_token_id if eos is None else eos
+    return sorted(set(eos if isinstance(eos, (list, tuple)) else [eos]))
+
+
+def _action_stats(cfg: SessionConfig) -> ActionStats:
+    """The task's stats file, else the one saved beside the policy checkpoint, else identity ([-1, 1])."""
+    if cfg.task.stats_path:
+        return ActionStats.load(resolve_path(cfg.task.stats_path))
+    beside = os.path.join(resolve_path(cfg.model.path), STATS_FILE)
+    return ActionStats.load(beside) if os.path.exists(beside) else ActionStats.identity(7)
+
+
+class RobotSession:
+    """Asynchronous RL of a VLA policy on a robot (or simulator) behind the bridge. `run()` returns a summary."""
+
+    def __init__(self, cfg: SessionConfig, token: str | None = None, device: str | None = None) -> None:
+        self.cfg = cfg
+        self.token = token if token is not None else load_token(cfg.token_file)
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if cfg.trainer.threads:
+            torch.set_num_threads(cfg.trainer.threads)
+        torch.manual_seed(cfg.seed)
+        # Two processors: a fast tokenizer must not be used from two threads at once.
+        self.processor = load_processor(cfg.model)  # actor
+        self.learn_processor = load_processor(cfg.model)  # learner
+        self.model = load_model(cfg.model, self.device)  # the learner's (trained) weights
+        self.actor_model = copy.deepcopy(self.model).requires_grad_(False)  # what the robot acts with
+        self.engine = make_engine(cfg.rollout, self.actor_model, self.processor)
+        self.ref_model = load_model(cfg.model, self.device, trainable=False) if cfg.algo.beta > 0 else None
+        total_updates = max(1, -(-cfg.episodes // cfg.episodes_per_update))
+        self.optimizer = make_optimizer(self.model, cfg.trainer)
+        self.scheduler = make_scheduler(self.optimizer, cfg.trainer, total_updates)
+        t = cfg.task
+        self.tok = ActionTokenizer(len(self.processor.tokenizer), _action_stats(cfg), n_bins=t.n_bins,
+                                   offset=t.token_offset, gripper_dim=6, gripper_close_positive=t.gripper_close_positive)
+        self.eos_ids = _eos_ids(self.model, self.processor.tokenizer)
+        tok_eos = self.processor.tokenizer.eos_token_id
+        self.eos_id = tok_eos if tok_eos in self.eos_ids else self.eos_ids[0]  # ends human responses
+
+        self.version = 0  # weights version the actor uses (+1 per published update)
+        self._weights = threading.Lock()  # held by the actor while sampling and by the learner while publishing
+        self._cv = threading.Condition()
+        self._pending: list[Episode] = []  # finished, not yet trained on
+        self._actor_done = False
+        self._stop = threading.Event()
+        self._errors: list[BaseException] = []
+        self._returns: list[float] = []
+        self.client: BridgeClient | None = None
+        self.current: Episode | None = None  # the episode being recorded (read by monitors / tests)
+        self.episodes: list[Episode] = []
+        self.updates: list[dict] = []
+        self.dropped_human_steps = 0  # human steps that arrived after their episode had ended
+        self.connection_lost = False
+
+    # ---- connection -----------------------------------------------------------------------------
+    def connect(self) -> None:
+        """Connect as the policy client; retries refused-busy and network errors, never bad credentials."""
+        cfg = self.cfg
+        for attempt in range(cfg.reconnect_attempts + 1):
+            try:
+                self.client = BridgeClient(cfg.uri, self.token, role="policy", cafile=cfg.cafile,
+                                           timeout_s=cfg.request_timeout_s)
+                return
+            except AuthError as e:
+                if e.code != "busy" or attempt == cfg.reconnect_attempts:
+                    raise
+            except _CONNECTION_ERRORS:
+                if attempt == cfg.reconnect_attempts:
+                    raise
+            time.sleep(cfg.reconnect_wait_s)
+
+    def _disconnect(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001  (already gone)
+                pass
+
+    # ---- the session --------------------------------------------------------------------------
+    def run(self) -> dict:
+        """Run `cfg.episodes` episodes with the learner alongside; returns `summary()`."""
+        self.connect()
+        learner = threading.Thread(target=self._guard(self._learner_loop), name="vlrl-learner", daemon=True)
+        learner.start()
+        try:
+            self._guard(self._actor_loop)()
+        finally:
+            with self._cv:
+                self._actor_done = True
+                self._cv.notify_all()
+            learner.join()
+            self._disconnect()
+        if self._errors:
+            raise self._errors[0]
+        if self.cfg.out_dir:
+            self.save(self.cfg.out_dir)
+        return self.summary()
+
+    def stop(self) -> None:
+        """Ask the session to end after the current step (thread-safe)."""
+        self._stop.set()
+        with self._cv:
+            self._cv.notify_all()
+
+    def _guard(self, fn):
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001  (re-raised by run())
+                log.exception("%s failed", threading.current_thread().name)
+                self._errors.append(e)
+                self.stop()
+
+        return run
+
+    # ---- actor --------------------------------------------------------------------------------
+    def _actor_loop(self) -> None:
+        for i in range(self.cfg.episodes):
+            if self._stop.is_set():
+                break
+            ep = self._run_episode(i)
+            self.episodes.append(ep)
+            if ep.turns:
+                with self._cv:
+                    self._pending.append(ep)
+                    self._cv.notify_all()
+            if self.connection_lost:
+                break
+
+    def _run_episode(self, index: int) -> Episode:
+        ep = Episode(group_id=index, seed=self.cfg.seed + index, info={"index": index})
+        self.current = ep
+        try:
+            end = self._episode_loop(ep, self._start(ep.seed))
+        except _CONNECTION_ERRORS as e:
+            log.warning("episode %d: connection lost (%s); keeping its %d turns", index, e, len(ep.turns))
+            end = "disconnect"
+            ep.info["error"] = str(e)[:500]
+            self._disconnect()
+            try:
+                self.connect()
+            except _CONNECTION_ERRORS as e2:  # AuthError too (a BridgeError): stop, keep what we have
+                log.error("could not reconnect: %s", e2)
+                self.connection_lost = True
+        if ep.turns:
+            last = ep.turns[-1]
+            last.done = end == "success"
+            last.truncated = end != "success"
+        sources = collections.Counter(t.info.get("source") for t in ep.turns)
+        ep.info.update(end=end, success=end == "success", policy_turns=sources["policy"], human_turns=sources["human"],
+                       env_return=ep.total_reward(self.cfg.algo.reward_weights))
+        log.info("episode %d: %s after %d turns (%d human), return %.3f, weights v%d", index, end, len(ep.turns),
+                 sources["human"], ep.info["env_return"], self.version)
+        return ep
+
+    def _start(self, seed: int) -> dict:
+        """Reset (or, when resets are people's job, observe) and drop notices of the previous episode."""
+        deadline = time.monotonic() + self.cfg.wait_human_s
+        while True:
+            if not self.cfg.reset:
+                reply = self._observe()
+                break
+            reply = self.client.reset(seed=seed)
+            if reply.get("type") == "obs":
+                break
+            if reply.get("code") == "reset_not_allowed":
+                reply = self._observe()
+                break
+            if reply.get("reason") == "estopped" and time.monotonic() < deadline:
+                time.sleep(self.cfg.poll_s * 4)  # an operator must clear the e-stop first
+                continue
+            raise RuntimeError(f"the bridge refused the reset: {reply.get('reason') or reply.get('code')}")
+        self.dropped_human_steps += sum(n.get("type") == "human_step" for n in self.client.pop_notices())
+        return reply
+
+    def _observe(self) -> dict:
+        reply = self.client.observe()
+        if reply.get("type") != "obs":
+            raise BridgeError(f"observe failed: {reply.get('code') or reply.get('reason')}")
+        return reply
+
+    def _episode_loop(self, ep: Episode, msg: dict) -> str:
+        cfg = self.cfg
+        while True:
+            if len(ep.turns) >= cfg.max_steps:
+                return "step_limit"
+            if self._stop.is_set():
+                return "stopped"
+            obs = self._observation(msg, len(ep.turns))
+            with self._weights:
+                version = self.version
+                sample = self.engine.generate([obs], n=1, greedy=cfg.greedy)[0][0]
+            action = self._decode(sample.response_ids)
+            t_sent = time.time()
+            reply = self.client.act(action)
+            end = self._absorb(ep)  # human steps applied before this reply come first
+            kind = reply.get("type")
+            if kind == "obs":
+                result = reply.get("result") or {}
+                applied = reply.get("applied")
+                ep.turns.append(Turn(
+                    observation=obs, response_ids=sample.response_ids, logprobs=sample.logprobs,
+                    response_text=sample.text, rewards=self._rewards(result),
+                    info={"source": "policy", "policy_version": version, "t": t_sent, "finished": sample.finished,
+                          "requested": [float(v) for v in action],
+                          "action": None if applied is None else [float(v) for v in applied],
+                          "safety": list(reply.get("safety") or [])}))
+                end = end or ("success" if result.get("success") else "timeout" if result.get("truncated") else None)
+                if end:
+                    return end
+                msg = reply
+                continue
+            if end:
+                return end
+            reason = reply.get("reason") or reply.get("code")
+            if kind == "refused" and reason in ("stale", "superseded"):
+                msg = self._observe()  # nothing was applied: act again on a fresh observation
+            elif kind == "refused" and reason in ("takeover", "paused"):
+                msg, end = self._wait_for_operator(ep)
+                if end:
+                    return end
+            else:
+                return f"refused_{reason}"  # e-stop, needs_reset, bad_action: this episode cannot go on
+
+    def _wait_for_operator(self, ep: Episode) -> tuple[dict | None, str | None]:
+        """While a human drives (or the robot is paused): record the human's steps until control comes back."""
+        deadline = time.monotonic() + self.cfg.wait_human_s
+        while True:
+            if self._stop.is_set():
+                return None, "stopped"
+            time.sleep(self.cfg.poll_s)
+            status = self.client.status()
+            end = self._absorb(ep)
+            if end:
+                return None, end
+            if status.get("estopped") or status.get("needs_reset"):
+                return None, "estop"
+            if not status.get("takeover") and not status.get("paused"):
+                msg = self._observe()  # the scene after the human's steps
+                return msg, self._absorb(ep)
+            if time.monotonic() > deadline:
+                return None, "operator_timeout"
+
+    def _absorb(self, ep: Episode) -> str | None:
+        """Turn the human_step notices received so far into human turns; the episode's end if one ended it."""
+        end = None
+        for note in self.client.pop_notices():
+            if note.get("type") != "human_step":
+                continue  # halted / estopped notices: the status and refusals say the same
+            if end:
+                self.dropped_human_steps += 1
+                continue
+            applied = np.asarray(note["action"], dtype=np.float64)
+            ids = self.tok.encode(applied) + [self.eos_id]
+            result = note.get("result") or {}
+            ep.turns.append(Turn(
+                observation=self._observation(note, len(ep.turns)), response_ids=ids, logprobs=[],
+                response_text=self.processor.tokenizer.decode(ids, skip_special_tokens=True),
+                rewards=self._rewards(result),
+                info={"source": "human", "policy_version": self.version, "t": time.time(),
+                      "action": applied.tolist(),
+                      "requested": np.asarray(note.get("requested", applied), dtype=np.float64).tolist(),
+                      "safety": list(note.get("safety") or [])}))
+            end = "success" if result.get("success") else "timeout" if result.get("truncated") else None
+        return end
+
+    def _observation(self, msg: dict, step: int) -> Observation:
+        images = msg.get("images") or {}
+        cam = self.cfg.task.camera
+        if cam not in images:
+            raise RuntimeError(f"camera {cam!r} is not in the bridge's observations (has {sorted(images)}); "
+                               "set task.camera, and send_images on the server")
+        instruction = self.cfg.task.instruction or msg.get("instruction") or ""
+        info = {"instruction": instruction, "step": step, "proprio": np.asarray(msg.get("proprio", [])).tolist()}
+        return vla_observation(images[cam], instruction, info, action_constraint(self.tok, self.eos_ids))
+
+    def _decode(self, ids: list[int]) -> np.ndarray:
+        try:
+            return self.tok.decode(ids[: self.tok.dim])
+        except ValueError:  # cannot happen with constrained decoding; hold still if it does
+            return np.zeros(self.tok.dim)
+
+    @staticmethod
+    def _rewards(result: dict) -> dict:
+        return {"env": float(result.get("reward", 0.0)), "_success": 1.0 if result.get("success") else 0.0}
+
+    # ---- learner ------------------------------------------------------------------------------
+    def _learner_loop(self) -> None:
+        k = self.cfg.episodes_per_update
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: len(self._pending) >= k or self._actor_done or self._stop.is_set())
+                if self._stop.is_set() and not self._actor_done:
+                    return
+                if not self._pending:
+                    return  # the actor is done and everything was trained on
+                n = k if len(self._pending) >= k else len(self._pending)  # the remainder after the last episode
+                batch, self._pending = self._pending[:n], self._pending[n:]
+            self.learn(batch)
+
+    def learn(self, batch: list[Episode]) -> dict:
+        """One update on `batch` (finished episodes), then publish the weights to the actor."""
+        cfg = self.cfg
+        t0 = time.time()
+        returns = [ep.total_reward(cfg.algo.reward_weights) for ep in batch]
+        self._returns.extend(returns)
+        window = self._returns[-max(cfg.baseline_window, len(batch)):]
+        adv = group_advantages(torch.tensor(window, dtype=torch.float32), len(window), scale=cfg.algo.scale)[-len(batch):]
+        rows, demo = training_rows(batch, adv.tolist(), cfg.interventions, cfg.demo_advantage)
+        self._fill_old_logprobs(demo)
+        stats: dict = {}
+        if rows or demo:
+            stats = update(self.model, self.learn_processor, self.optimizer, self.scheduler, rows + demo, cfg.algo,
+                           cfg.trainer, max_completion_length=cfg.rollout.max_new_tokens,
+                           temperature=cfg.rollout.temperature, ref_model=self.ref_model)
+            self.publish()
+        record = {"update": len(self.updates) + 1, "version": self.version,
+                  "episodes": [ep.info.get("index") for ep in batch], "returns": returns,
+                  "advantages": [round(float(a), 6) for a in adv], "policy_rows": len(rows), "demo_rows": len(demo),
+                  "t_start": t0, "t_end": time.time(), **stats}
+        self.updates.append(record)
+        log.info("update %d: %d policy rows, %d demo rows, loss %.4f -> weights v%d", record["update"], len(rows),
+                 len(demo), stats.get("loss", float("nan")), self.version)
+        return record
+
+    def _fill_old_logprobs(self, demo: list[TrainRow]) -> None:
+        """Old log-probs of demo rows = the current policy's, so the first epoch's ratio is 1 (a BC gradient)."""
+        with torch.no_grad():
+            for mb in micro_batches(demo, self.cfg.trainer.micro_batch_size):
+                logp, _ = response_logprobs(self.model, self.learn_processor, [r.row for r in mb], self.cfg.rollout.temperature)
+                for i, r in enumerate(mb):
+                    n = len(r.row.response_ids)
+                    r.old_logprobs = logp[i, logp.shape[1] - n:].tolist()
+
+    def publish(self) -> None:
+        """Copy the learner's weights into the actor's model (between two of its actions) and bump the version."""
+        with self._weights:
+            self.actor_model.load_state_dict(self.model.state_dict())
+            self.version += 1
+            self.engine.sync_weights()
+
+    # ---- results ------------------------------------------------------------------------------
+    def summary(self) -> dict:
+        eps = self.episodes
+        return {"episodes": len(eps), "updates": len(self.updates), "version": self.version,
+                "successes": sum(bool(ep.info.get("success")) for ep in eps),
+                "policy_turns": sum(ep.info.get("policy_turns", 0) for ep in eps),
+                "human_turns": sum(ep.info.get("human_turns", 0) for ep in eps),
+                "end_reasons": dict(collections.Counter(ep.info.get("end") for ep in eps)),
+                "mean_return": float(np.mean([ep.info["env_return"] for ep in eps])) if eps else 0.0,
+                "dropped_human_steps": self.dropped_human_steps, "connection_lost": self.connection_lost}
+
+    def save(self, out_dir: str) -> None:
+        """The trained policy (save_pretrained + processor + action stats) and per-episode / per-update JSONL."""
+        os.makedirs(out_dir, exist_ok=True)
+        policy = os.path.join(out_dir, "policy")
+        self.model.save_pretrained(policy)
+        self.learn_processor.save_pretrained(policy)
+        self.tok.stats.save(policy)
+        with open(os.path.join(out_dir, "episodes.jsonl"), "w") as f:
+            for ep in self.episodes:
+                turns = [{"source": t.info.get("source"), "action": t.info.get("action"), "rewards": t.rewards,
+                          "version": t.info.get("policy_version")} for t in ep.turns]
+                f.write(json.dumps({**ep.info, "turns": turns}) + "\n")
+        with open(os.path.join(out_dir, "updates.jsonl"), "w") as f:
+            for u in self.updates:
+                f.write(json.dumps(u) + "\n")
+        with open(os.path.join(out_dir, "summary.json"), "w") as f:
+            json.dump({"summary": self.summary(), "config": asdict(self.cfg)}, f, indent=1, default=str)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="robot-in-the-loop RL of a VLA policy through the robot bridge")
+    p.add_argument("--uri", default="ws://127.0.0.1:8765")
+    p.add_argument("--token-file", default=None, help="default: $VLRL_BRIDGE_TOKEN")
+    p.add_argument("--cafile", default=None)
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--max-steps", type=int, default=100)
+    p.add_argument("--episodes-per-update", type=int, default=1)
+    p.add_argument("--interventions", choices=INTERVENTIONS, default="demo")
+    p.add_argument("--demo-advantage", type=float, default=1.0)
+    p.add_argument("--model", default="assets/tiny-qwen2.5-vl", help="policy checkpoint (hub id or directory)")
+    p.add_argument("--stats", default=None, help="action_stats.json (default: beside the checkpoint, else identity)")
+    p.add_argument("--camera", default="agentview")
+    p.add_argument("--instruction", default=None)
+    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-reset", action="store_true", help="people reset the scene (real robots)")
+    p.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = SessionConfig(
+        uri=a.uri, token_file=a.token_file, cafile=a.cafile, episodes=a.episodes, max_steps=a.max_steps,
+        episodes_per_update=a.episodes_per_update, interventions=a.interventions, demo_advantage=a.demo_advantage,
+        seed=a.seed, reset=not a.no_reset, out_dir=a.out,
+        task=TaskConfig(camera=a.camera, instruction=a.instruction, stats_path=a.stats, expert_labels=False),
+        model=ModelConfig(path=a.model), rollout=RolloutConfig(max_new_tokens=8, temperature=a.temperature),
+        trainer=TrainerConfig(lr=a.lr, seed=a.seed))
+    print(json.dumps(RobotSession(cfg).run(), indent=1))
+
+
+if __name__ == "__main__":
+    main()
