@@ -72,6 +72,29 @@ def _expert(cfg: Config):
     return PickPlaceExpert(SPECS[cfg.env])
 
 
+# Idle simulators by config. Building a robosuite env takes ~2 s; a training step creates a fresh
+# env per prompt (and copies per group member), so reuse them. reset(seed) fully re-seeds the scene.
+_IDLE: dict[str, list] = {}
+POOL_CAPACITY = 16
+
+
+def _acquire(rcfg):
+    idle = _IDLE.get(repr(rcfg))
+    if idle:
+        return idle.pop()
+    from robots.env import make_env
+
+    return make_env(rcfg)
+
+
+def _release(sim) -> None:
+    idle = _IDLE.setdefault(repr(sim.cfg), [])
+    if len(idle) < POOL_CAPACITY:
+        idle.append(sim)
+    else:
+        sim.close()
+
+
 def action_constraint(tok: ActionTokenizer, eos_ids) -> list:
     """Allowed ids per response position (Observation.allowed_ids): `tok.dim` action tokens, then EOS."""
     return [range(tok.offset, tok.offset + tok.n_bins)] * tok.dim + [sorted(eos_ids)]
@@ -107,9 +130,7 @@ class RobotManipulationEnv:
 
     def _build(self):
         if self._sim is None:
-            from robots.env import make_env
-
-            self._sim = make_env(robosuite_config(self.cfg))
+            self._sim = _acquire(robosuite_config(self.cfg))
         return self._sim
 
     def reset(self, seed: int) -> Observation:
@@ -145,8 +166,11 @@ class RobotManipulationEnv:
         out_info = {"reason": "invalid_action" if invalid else None, "success": bool(term), "step": info["step"],
                     "action": [float(v) for v in action]}
         done = bool(term)
-        return StepResult(None if done else self._observation(obs), rewards, done, truncated=bool(trunc) and not done,
-                          info=out_info)
+        result = StepResult(None if done else self._observation(obs), rewards, done, truncated=bool(trunc) and not done,
+                            info=out_info)
+        if done or trunc:
+            self.close()  # the simulator goes back to the pool for the next episode
+        return result
 
     def _expert_action(self) -> np.ndarray:
         from robots.experts import expert_view
@@ -173,9 +197,10 @@ class RobotManipulationEnv:
         return new
 
     def close(self) -> None:
+        """Hand the simulator back to the pool (a later env reuses it instead of building one)."""
         sim, self._sim = self._sim, None
         if sim is not None:
-            sim.close()
+            _release(sim)
 
     def __del__(self):
         try:
