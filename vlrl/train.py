@@ -90,6 +90,14 @@ def informative(episodes, cfg: Config) -> list[bool]:
     return keep
 
 
+def out_of_time(elapsed_s: float, budget_min: float, device=None) -> bool:
+    """Has the run used its wall-clock budget? Every process follows rank 0's clock, so all stop together."""
+    flag = torch.tensor([float(elapsed_s >= budget_min * 60)], device=device)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.broadcast(flag, src=0)
+    return bool(flag.item())
+
+
 def evaluate_policy(engine, task, cfg: Config, n: int, batch_size: int) -> tuple[dict, list]:
     """Greedy episodes on the held-out split -> the task's report."""
     episodes = []
@@ -152,6 +160,8 @@ def run(cfg: Config, task) -> dict:
     progress = Progress(TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
                         disable=not (main and cfg.trainer.progress))
+    final = cfg.trainer.steps
+    t_start = time.perf_counter()
     with progress:
         bar = progress.add_task("train", total=cfg.trainer.steps, completed=start, info="")
         for step in range(start, cfg.trainer.steps):
@@ -211,20 +221,27 @@ def run(cfg: Config, task) -> dict:
             progress.update(bar, advance=1, info=f"reward {metrics['reward/mean']:.3f} loss {loss:.4f}")
             if not cfg.trainer.progress and main and done % cfg.trainer.log_every == 0:
                 print(f"step {done} reward {metrics['reward/mean']:.4f} loss {loss:.5f} {dt:.2f}s", flush=True)
+            last = metrics
+            if cfg.trainer.max_minutes and out_of_time(time.perf_counter() - t_start, cfg.trainer.max_minutes, accelerator.device):
+                final = done
+                if done % cfg.trainer.log_every and done != cfg.trainer.steps:
+                    logger.log(done, metrics)
+                if main:
+                    print(f"[vlrl] time budget of {cfg.trainer.max_minutes} min reached after step {done}", flush=True)
+                break
             if cfg.trainer.save_every and done % cfg.trainer.save_every == 0 and done != cfg.trainer.steps:
                 save(done)
-            last = metrics
 
     if cfg.trainer.eval_examples and not cfg.trainer.eval_every:
         report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
         last.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
-        logger.log(cfg.trainer.steps, {f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
-    if cfg.trainer.steps > start or resume_from is None:
-        save(cfg.trainer.steps)
+        logger.log(final, {f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
+    if final > start or resume_from is None:
+        save(final)
     logger.close()
     if main:
         print(f"[vlrl] done: metrics {os.path.join(out_dir, 'metrics.jsonl')}, "
-              f"checkpoint {checkpoint.checkpoint_dir(out_dir, cfg.trainer.steps)}, "
+              f"checkpoint {checkpoint.checkpoint_dir(out_dir, final)}, "
               f"curve {os.path.join(out_dir, 'reward_curve.png')}", flush=True)
     return last
 

@@ -163,3 +163,13 @@ def test_grpo_with_curriculum_and_filtering_runs(tmp_path):
     assert all(0.0 <= r["groups/kept_frac"] <= 1.0 for r in m)
     state = torch.load(os.path.join(out, "checkpoints", "step_0000002", "trainer_state.pt"), weights_only=False)
     assert sum(len(v) for v in state["curriculum"].values()) == 2 * 2 * 2  # steps x prompts x G outcomes
+
+
+def test_time_budget_stops_and_saves(tmp_path):
+    out = str(tmp_path / "t")
+    run(*_cfg("trainer.steps=50", "trainer.max_minutes=0.0001", f"trainer.output_dir={out}", "algo.group_size=2"))
+    m = _metrics(out)
+    assert [r["step"] for r in m] == [1]  # the first step already crosses a 6 ms budget
+    assert os.path.isdir(os.path.join(out, "checkpoints", "step_0000001"))
+    with pytest.raises(ValueError, match="trainer.max_minutes"):
+        _cfg("trainer.max_minutes=-1")
