@@ -109,6 +109,29 @@ class FramesEnv:
                            "(RL and evaluation use the simulator: leave task.demo_path unset)")
 
 
+def _collect_part(args) -> dict:
+    cfg, episodes, noise, seed = args
+    return collect(cfg, episodes, noise, seed)
+
+
+def collect_parallel(cfg: Config, episodes: int, noise: float, seed: int = 0, workers: int = 1) -> dict:
+    """`collect` split over `workers` processes (consecutive seed ranges), concatenated in seed order."""
+    if workers <= 1:
+        return collect(cfg, episodes, noise, seed)
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    sizes = [episodes // workers + (i < episodes % workers) for i in range(workers)]
+    starts = [seed + sum(sizes[:i]) for i in range(workers)]
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        parts = list(pool.map(_collect_part, [(cfg, n, noise, s) for n, s in zip(sizes, starts)]))
+    offsets = [sum(sizes[:i]) for i in range(workers)]
+    out = {k: np.concatenate([p[k] for p in parts]) for k in ("images", "actions", "step", "success")}
+    out["episode"] = np.concatenate([p["episode"] + off for p, off in zip(parts, offsets)])
+    out["instruction"] = parts[0]["instruction"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="record noisy-expert frames for behaviour cloning")
     p.add_argument("--env", default="Lift")
@@ -117,18 +140,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--image-size", type=int, default=112)
     p.add_argument("--max-steps", type=int, default=120)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--camera", default="agentview", help="robosuite camera (e.g. robot0_eye_in_hand: the wrist view)")
+    p.add_argument("--workers", type=int, default=1, help="processes collecting in parallel")
     p.add_argument("--out", required=True, help="output directory")
     a = p.parse_args(argv)
-    cfg = Config(env=a.env, image_size=a.image_size, max_steps=a.max_steps)
+    cfg = Config(env=a.env, image_size=a.image_size, max_steps=a.max_steps, camera=a.camera)
     os.makedirs(a.out, exist_ok=True)
     t0 = time.perf_counter()
-    data = collect(cfg, a.episodes, a.noise, a.seed)
+    data = collect_parallel(cfg, a.episodes, a.noise, a.seed, a.workers)
     np.savez_compressed(os.path.join(a.out, "frames.npz"), **data)
     stats = ActionStats.from_actions(data["actions"])
     stats.save(a.out)
     meta = {"command": "python -m tasks.robot_manipulation.demos " + " ".join(sys.argv[1:] if argv is None else argv), "frames": len(data["actions"]),
             "episodes": a.episodes, "expert_success_rate": float(data["success"].mean()), "noise": a.noise,
-            "image_size": a.image_size, "seconds": round(time.perf_counter() - t0, 1)}
+            "image_size": a.image_size, "camera": a.camera, "seconds": round(time.perf_counter() - t0, 1)}
     with open(os.path.join(a.out, "DEMOS.json"), "w") as f:
         json.dump(meta, f, indent=2)
     print(json.dumps(meta))
