@@ -175,6 +175,8 @@ def run(cfg: Config, task) -> dict:
             rollout_stats: dict = {}
             episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns,
                                     stats=rollout_stats)
+            if hasattr(task, "score_episodes"):  # batched post-rollout rewards (learned reward models)
+                task.score_episodes(episodes, cfg.task)
             t_rollout = time.perf_counter() - t0
             if curriculum is not None:
                 for ep in episodes:

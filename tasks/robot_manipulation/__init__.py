@@ -1,7 +1,8 @@
 """Robot manipulation (robosuite) as a multi-turn task for VLA policies: see env.py and action_tokenizer.py.
 
 Task contract (imported by the core through `Config.module`): Config, make_env, num_examples, report,
-reference_answer (behaviour cloning with vlrl/sft.py: the scripted expert's action as action-token text).
+reference_answer (behaviour cloning with vlrl/sft.py: the scripted expert's action as action-token text),
+score_episodes (the post-rollout hook: learned dense rewards with `dense_reward`, see dense.py).
 """
 
 from __future__ import annotations
@@ -9,15 +10,22 @@ from __future__ import annotations
 from .action_tokenizer import ActionStats, ActionTokenizer
 from .config import Config
 from .demos import FramesEnv
+from .dense import load_reward_model, score_episodes
 from .env import RobotManipulationEnv, action_tokenizer, demo_action_stats, reference_answer, reference_ids
 
 __all__ = ["ActionStats", "ActionTokenizer", "Config", "RobotManipulationEnv", "action_tokenizer", "demo_action_stats",
-           "make_env", "num_examples", "reference_answer", "reference_ids", "report"]
+           "load_reward_model", "make_env", "num_examples", "reference_answer", "reference_ids", "report",
+           "score_episodes"]
 
 
 def make_env(cfg: Config, split: str):
     """A fresh env for `split`; train and eval use disjoint robosuite seeds. With `demo_path` the train
-    split serves recorded expert frames instead (behaviour cloning; see demos.py)."""
+    split serves recorded expert frames instead (behaviour cloning; see demos.py).
+
+    With `dense_reward` the reward model is loaded here (once; cached), before the first simulator
+    exists: importing torch vision extensions after a MuJoCo EGL context exists can crash the process."""
+    if cfg.dense_reward:
+        load_reward_model(cfg.dense_reward)
     if cfg.demo_path and split == "train":
         return FramesEnv(cfg)
     return RobotManipulationEnv(cfg, split)

@@ -2,7 +2,32 @@
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
+
+DENSE_KINDS = ("progress", "prm", "clip")
+
+
+def parse_dense_spec(spec: str) -> tuple[str, str, str | None]:
+    """"progress:DIR" | "prm:DIR" | "clip:ARCH[:PRETRAINED]" -> (kind, dir or arch, pretrained or None).
+
+    Raises ValueError naming `task.dense_reward`. Directories are checked to exist (resolved like every
+    repo path: as given, else relative to the repo root)."""
+    err = "invalid config value for 'task.dense_reward': "
+    kind, sep, rest = spec.partition(":")
+    if kind not in DENSE_KINDS or not sep or not rest:
+        raise ValueError(err + f"{spec!r}: expected progress:DIR, prm:DIR, clip:ARCH or clip:ARCH:PRETRAINED")
+    if kind == "clip":
+        arch, _, pretrained = rest.partition(":")
+        if not arch:
+            raise ValueError(err + f"{spec!r}: missing the open_clip architecture (clip:ARCH)")
+        return kind, arch, pretrained or None
+    from vlrl.config import resolve_path
+
+    if not os.path.isdir(resolve_path(rest)):
+        raise ValueError(err + f"{spec!r}: no model directory at {rest!r}")
+    return kind, rest, None
 
 
 @dataclass
@@ -25,6 +50,8 @@ class Config:
     demo_path: str | None = None  # frames.npz from tasks.robot_manipulation.demos: the train split serves these frames (BC with sft.py)
     constrained: bool = True  # constrained decoding: only action tokens (then EOS) can be sampled
     eval_episodes: int = 20  # evaluation episodes (seeds 0..n-1 of the eval split)
+    dense_reward: str | None = None  # learned dense reward "progress:DIR" | "prm:DIR" | "clip:ARCH[:PRETRAINED]" -> rewards["dense"] per turn (dense.py); null = sparse success only
+    dense_weight: float = 1.0  # rewards["dense"] = dense_weight * model's per-step reward (algo.reward_weights can weight "dense" again)
 
     def __post_init__(self):
         if self.image_size < 28:
@@ -37,3 +64,7 @@ class Config:
             raise ValueError("invalid config value for 'task.expert_prefix_max': must be >= 0")
         if self.invalid_penalty > 0:
             raise ValueError("invalid config value for 'task.invalid_penalty': must be <= 0 (a penalty)")
+        if self.dense_reward is not None:
+            parse_dense_spec(self.dense_reward)
+        if not math.isfinite(self.dense_weight):
+            raise ValueError("invalid config value for 'task.dense_weight': must be finite")

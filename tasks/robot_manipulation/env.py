@@ -7,6 +7,8 @@ text (action_tokenizer.text_to_ids), decodes the action and steps the simulator.
 Rewards per turn: ``success`` (1 on the step the task's success predicate holds, which ends the episode)
 and ``invalid_action`` (``cfg.invalid_penalty`` when the response is not exactly 7 action tokens; the
 robot then holds still for that step: zero deltas, unchanged gripper command; info reason "invalid_action").
+The step that ends an episode (success or the env's step limit) carries the camera frame after the action
+in ``info["next_frame"]`` (uint8 [H, W, 3]), so a learned dense reward can score the last transition.
 
 With ``expert_labels`` every observation carries the scripted expert's action for its state in
 ``obs.info["expert_action"]`` (the expert's phase machine follows whatever trajectory the policy drives,
@@ -166,6 +168,8 @@ class RobotManipulationEnv:
         out_info = {"reason": "invalid_action" if invalid else None, "success": bool(term), "step": info["step"],
                     "action": [float(v) for v in action]}
         done = bool(term)
+        if done or trunc:  # the frame after the last action (a dense reward scores the last transition: dense.py)
+            out_info["next_frame"] = np.array(obs["images"][self.cfg.camera], dtype=np.uint8)
         result = StepResult(None if done else self._observation(obs), rewards, done, truncated=bool(trunc) and not done,
                             info=out_info)
         if done or trunc:
