@@ -56,7 +56,7 @@ class ModelConfig:
     dtype: str = opt("auto", "auto (fp32 on CPU, bf16 on GPU) | float32 | bfloat16")
     attn_implementation: str = opt("sdpa", "transformers attention backend: sdpa | eager | flash_attention_2")
     freeze_vision: bool = opt(False, "freeze the vision tower (and merger)")
-    gradient_checkpointing: bool = opt(False, "recompute activations in backward to save memory (NOT effective yet: the policy stays in eval mode)")
+    gradient_checkpointing: bool = opt(False, "recompute each decoder / vision block's activations in backward to save memory")
     min_pixels: int | None = opt(None, "override the processor's min_pixels for images")
     max_pixels: int | None = opt(None, "override the processor's max_pixels for images")
     lora: LoraConfig = opt(LoraConfig(), "LoRA adapters (peft); r=0 disables")

@@ -84,6 +84,14 @@ def load_model(cfg: ModelConfig, device: torch.device | str = "cpu", trainable: 
         model.requires_grad_(False)
     # Always eval(): dropout would make rollout and training log-probs disagree.
     model.eval()
+    if cfg.gradient_checkpointing and trainable:
+        # transformers recomputes a checkpointed layer only while that layer module is in training mode.
+        # Flip just those modules, not their children: dropout inside stays off, log-probs are unchanged.
+        from transformers.modeling_layers import GradientCheckpointingLayer
+
+        for module in model.modules():
+            if isinstance(module, GradientCheckpointingLayer):
+                module.training = True
     return model
 
 

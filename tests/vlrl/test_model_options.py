@@ -38,3 +38,41 @@ def test_freeze_vision_keeps_vision_weights(tmp_path):
     assert vision and text
     assert all(torch.equal(before[k], after[k]) for k in vision)
     assert any(not torch.equal(before[k], after[k]) for k in text)
+
+
+def test_gradient_checkpointing_recomputes_with_identical_logprobs_and_grads(tiny_model_path):
+    """Each block's forward runs again in backward, and log-probs / gradients equal the plain model's."""
+    from PIL import Image
+
+    from vlrl.config import ModelConfig
+    from vlrl.episode import Observation
+    from vlrl.forward import Row, response_logprobs
+    from vlrl.models import load_model, load_processor
+
+    processor = load_processor(ModelConfig(path=tiny_model_path))
+    obs = Observation(messages=[{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "hi"}]}],
+                      images=[Image.new("RGB", (56, 84), "red")])
+    rows = [Row(obs, [40, 41, 42]), Row(obs, [50, 2])]
+    results = []
+    for ckpt in (False, True):
+        torch.manual_seed(0)
+        model = load_model(ModelConfig(path=tiny_model_path, gradient_checkpointing=ckpt))
+        mlp = model.model.language_model.layers[0].mlp
+        calls = {"n": 0}
+        forward = mlp.forward
+
+        def counting(*a, _f=forward, **k):
+            calls["n"] += 1
+            return _f(*a, **k)
+
+        mlp.forward = counting
+        logp, mask = response_logprobs(model, processor, rows)
+        (logp * mask).sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((logp.detach(), grads, calls["n"]))
+    (lp0, g0, n0), (lp1, g1, n1) = results
+    assert n0 == 1 and n1 == 2  # recomputed in backward only with checkpointing
+    torch.testing.assert_close(lp0, lp1, rtol=0, atol=1e-6)
+    assert g0.keys() == g1.keys()
+    for k in g0:
+        torch.testing.assert_close(g0[k], g1[k], rtol=1e-5, atol=1e-6)
