@@ -31,8 +31,8 @@ from robots.libero_env import SUITE_MAX_STEPS, LiberoConfig
 from robots.libero_eval import NOOP_ACTION
 from vlrl.episode import Observation, StepResult
 
-from tasks.robot_manipulation.action_tokenizer import ActionStats, ActionTokenizer, response_to_action, text_to_ids
-from tasks.robot_manipulation.env import action_constraint, vla_observation
+from tasks.robot_manipulation.action_tokenizer import ActionStats, ActionTokenizer
+from tasks.robot_manipulation.env import ActionTokenEnv, action_constraint, vla_observation
 
 # --- policy side: tokenizer and action tokenizer (cached per process) -------------------------------
 
@@ -168,7 +168,7 @@ POOL = SimPool()
 
 # --- the env ----------------------------------------------------------------------------------------
 
-class LiberoTaskEnv:
+class LiberoTaskEnv(ActionTokenEnv):
     """One episode at a time of a LIBERO suite under the official protocol (see the module docstring)."""
 
     def __init__(self, cfg, split: str = "eval"):
@@ -199,15 +199,6 @@ class LiberoTaskEnv:
             obs, *_ = sim.step(NOOP_ACTION)
         self.steps = 0
         return self._observation(obs)
-
-    def step(self, response_text: str) -> StepResult:
-        """Act on a response given as text (re-tokenised; ambiguous spellings count as invalid)."""
-        ids = text_to_ids(response_text, self.hf_tok, self.tok)
-        return self._act(None if ids is None else self.tok.decode(ids))
-
-    def step_ids(self, response_ids: list[int]) -> StepResult:
-        """Act on the sampled token ids (what run_episodes uses): exact, no re-tokenisation."""
-        return self._act(response_to_action(response_ids, self.tok, {self.hf_tok.eos_token_id}))
 
     def _act(self, action: np.ndarray | None) -> StepResult:
         sim = self._sim

@@ -76,8 +76,11 @@ def _expert(cfg: Config):
 
 # Idle simulators by config. Building a robosuite env takes ~2 s; a training step creates a fresh
 # env per prompt (and copies per group member), so reuse them. reset(seed) fully re-seeds the scene.
+# Idle simulators are never closed: closing a robosuite env frees EGL state that the other live envs of
+# the process render with, and their camera images change (measured: pixel differences up to 140 on the
+# same state, enough to take the BC policy from 100% to 0% success). So the pool grows to the largest
+# number of envs alive at once and lives as long as the process.
 _IDLE: dict[str, list] = {}
-POOL_CAPACITY = 16
 
 
 def _acquire(rcfg):
@@ -90,11 +93,7 @@ def _acquire(rcfg):
 
 
 def _release(sim) -> None:
-    idle = _IDLE.setdefault(repr(sim.cfg), [])
-    if len(idle) < POOL_CAPACITY:
-        idle.append(sim)
-    else:
-        sim.close()
+    _IDLE.setdefault(repr(sim.cfg), []).append(sim)
 
 
 def action_constraint(tok: ActionTokenizer, eos_ids) -> list:
@@ -119,7 +118,27 @@ def observation(cfg: Config, image, instruction: str, info: dict) -> Observation
     return vla_observation(image, instruction, info, allowed)
 
 
-class RobotManipulationEnv:
+class ActionTokenEnv:
+    """Env side of an action-token policy: subclasses set `tok` / `hf_tok` and implement
+    `_act(action or None)` (None: the response was not a valid action)."""
+
+    tok: ActionTokenizer
+    hf_tok: object
+
+    def step(self, response_text: str) -> StepResult:
+        """Act on a response given as text (re-tokenised; ambiguous spellings count as invalid)."""
+        ids = text_to_ids(response_text, self.hf_tok, self.tok)
+        return self._act(None if ids is None else self.tok.decode(ids))
+
+    def step_ids(self, response_ids: list[int]) -> StepResult:
+        """Act on the sampled token ids (what run_episodes uses): exact, no re-tokenisation."""
+        return self._act(response_to_action(response_ids, self.tok, {self.hf_tok.eos_token_id}))
+
+    def _act(self, action: np.ndarray | None) -> StepResult:
+        raise NotImplementedError
+
+
+class RobotManipulationEnv(ActionTokenEnv):
     """One episode of a robosuite task; the simulator is built on the first reset."""
 
     def __init__(self, cfg: Config, split: str):
@@ -147,15 +166,6 @@ class RobotManipulationEnv:
                 if term or trunc:  # the expert finished early: start from here
                     break
         return self._observation(obs)
-
-    def step(self, response_text: str) -> StepResult:
-        """Act on a response given as text (re-tokenised; ambiguous spellings count as invalid)."""
-        ids = text_to_ids(response_text, self.hf_tok, self.tok)
-        return self._act(None if ids is None else self.tok.decode(ids))
-
-    def step_ids(self, response_ids: list[int]) -> StepResult:
-        """Act on the sampled token ids (what run_episodes uses): exact, no re-tokenisation."""
-        return self._act(response_to_action(response_ids, self.tok, {self.hf_tok.eos_token_id}))
 
     def _act(self, action: np.ndarray | None) -> StepResult:
         sim = self._sim
