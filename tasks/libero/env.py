@@ -17,6 +17,8 @@ Observations constrain decoding (`Observation.allowed_ids`): 7 positions of acti
 Building a LIBERO simulator takes seconds, so simulators are pooled per process: an env takes one for
 its task at reset and gives it back when its episode ends (or on close), and a later env of the same
 task reuses it. At most `cfg.env_cache_size` idle simulators are kept (least recently used closed first).
+Closing a simulator changes what the other live ones render (robots/README.md, "Trap"): suites of at most
+`env_cache_size` tasks (all but libero_90 with the default 32) never close one during an evaluation.
 """
 
 from __future__ import annotations
