@@ -60,6 +60,7 @@ def learn(out: Path, overrides: list[str], n_eval: int) -> dict:
         "final_checkpoint": str(final), "final_step": int(final.name.split("_")[1]),
         "train_wall_s": round(train_s, 1), "eval_before_wall_s": round(t_eval0, 1),
         "total_wall_s": round(time.perf_counter() - t0, 1),
+        "successes_before": s0, "successes_after": s1,  # per held-out init state (eval seed i)
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2), flush=True)
