@@ -33,34 +33,8 @@ from robots.libero_env import SUITE_MAX_STEPS, LiberoConfig
 from robots.libero_eval import NOOP_ACTION
 from vlrl.episode import Observation, StepResult
 
-from tasks.robot_manipulation.action_tokenizer import ActionStats, ActionTokenizer
-from tasks.robot_manipulation.env import ActionTokenEnv, action_constraint, vla_observation
-
-# --- policy side: tokenizer and action tokenizer (cached per process) -------------------------------
-
-
-@functools.lru_cache(maxsize=8)
-def hf_tokenizer(path: str):
-    from transformers import AutoTokenizer
-
-    from vlrl.config import resolve_path
-
-    return AutoTokenizer.from_pretrained(resolve_path(path))
-
-
-@functools.lru_cache(maxsize=8)
-def _action_tokenizer(tokenizer_path: str, stats_path: str | None, n_bins: int, offset: int | None,
-                      close_positive: bool) -> ActionTokenizer:
-    from vlrl.config import resolve_path
-
-    stats = ActionStats.load(resolve_path(stats_path)) if stats_path else ActionStats.identity(7)
-    return ActionTokenizer(len(hf_tokenizer(tokenizer_path)), stats, n_bins=n_bins, offset=offset, gripper_dim=6,
-                           gripper_close_positive=close_positive)
-
-
-def action_tokenizer(cfg) -> ActionTokenizer:
-    return _action_tokenizer(cfg.tokenizer_path, cfg.stats_path, cfg.n_bins, cfg.token_offset, cfg.gripper_close_positive)
-
+# The libero Config has the robot task's tokenizer fields, so its cached tokenizers serve both tasks.
+from tasks.robot_manipulation.env import ActionTokenEnv, action_constraint, action_tokenizer, hf_tokenizer, vla_observation
 
 def allowed_ids(cfg) -> list:
     """Constrained decoding: 7 action-token positions, then EOS."""
