@@ -31,18 +31,26 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def save(output_dir: str, step: int, model, processor, optimizer, scheduler, extra: dict, keep: int = 2) -> Path:
-    """Write checkpoint `step` atomically and prune all but the newest `keep`."""
+def save(output_dir: str, step: int, model, processor, optimizer, scheduler, extra: dict, keep: int = 2,
+         model_state: dict | None = None, optimizer_state: dict | None = None) -> Path:
+    """Write checkpoint `step` atomically and prune all but the newest `keep`.
+
+    A sharded model passes its gathered full states (vlrl/sharding.py): the weights are written from
+    `model_state`, and `optimizer_state` (keyed by parameter names) is stored with optimizer_format "full"."""
     final = checkpoint_dir(output_dir, step)
     tmp = final.with_name(final.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    model.save_pretrained(tmp, safe_serialization=True)
+    if model_state is not None:
+        model.save_pretrained(tmp, safe_serialization=True, state_dict=model_state)
+    else:
+        model.save_pretrained(tmp, safe_serialization=True)
     processor.save_pretrained(tmp)
     state = {
         "step": step,
-        "optimizer": optimizer.state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer_state is None else optimizer_state,
+        "optimizer_format": "by_id" if optimizer_state is None else "full",
         "scheduler": scheduler.state_dict(),
         "rng": rng_state(),
         **extra,

@@ -158,7 +158,8 @@ class TrainerConfig:
     progress: bool = opt(True, "show a progress bar")
     threads: int = opt(0, "torch CPU threads; 0 = torch default")
     max_minutes: float = opt(0.0, "> 0: stop after the step that crosses this wall-clock budget (checkpoint saved); 0 = no limit")
-    curriculum_pool: int = opt(0, "> 0: draw training seeds from 0..pool-1 by success-rate curriculum; 0 = fresh seeds")
+    curriculum_pool: int = opt(0, "> 0: draw training seeds from first_seed..first_seed+pool-1 by success-rate curriculum; 0 = fresh seeds")
+    curriculum_first_seed: int = opt(0, "curriculum: first seed of the pool (e.g. past the seeds a BC warm start was trained on)")
     curriculum_window: int = opt(8, "curriculum: outcomes remembered per seed")
     curriculum_temperature: float = opt(1.0, "curriculum: T in (1 - SR + 1e-9)^(1/T); low T = hardest seeds first")
 
@@ -171,6 +172,7 @@ class TrainerConfig:
         _check(len(self.adam_betas) == 2, "trainer.adam_betas", "needs two values")
         _check(self.max_minutes >= 0, "trainer.max_minutes", "must be >= 0")
         _check(self.curriculum_pool >= 0, "trainer.curriculum_pool", "must be >= 0")
+        _check(self.curriculum_first_seed >= 0, "trainer.curriculum_first_seed", "must be >= 0")
         _check(self.curriculum_window >= 1, "trainer.curriculum_window", "must be >= 1")
         _check(self.curriculum_temperature > 0, "trainer.curriculum_temperature", "must be > 0")
         for lg in self.loggers:

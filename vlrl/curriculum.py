@@ -16,22 +16,23 @@ from vlrl.algos import curriculum_weights
 
 
 class SeedCurriculum:
-    def __init__(self, pool: int, window: int, temperature: float):
-        self.pool, self.window, self.temperature = pool, window, temperature
-        self.history: dict[int, deque] = {}
+    def __init__(self, pool: int, window: int, temperature: float, first: int = 0):
+        self.pool, self.window, self.temperature, self.first = pool, window, temperature, first
+        self.history: dict[int, deque] = {}  # seed -> recent outcomes; seeds are first..first+pool-1
 
     def success_rates(self) -> torch.Tensor:
-        """[pool] success rate per seed over its window (0 for seeds never tried)."""
+        """[pool] success rate per seed over its window (0 for seeds never tried); index i = seed first + i."""
         sr = torch.zeros(self.pool, dtype=torch.float64)
         for seed, h in self.history.items():
-            if h:
-                sr[seed] = sum(h) / len(h)
+            if h and 0 <= seed - self.first < self.pool:
+                sr[seed - self.first] = sum(h) / len(h)
         return sr
 
     def sample(self, n: int, generator: torch.Generator) -> list[int]:
         """`n` distinct seeds (with replacement only when the pool is smaller than n)."""
         p = curriculum_weights(self.success_rates(), self.temperature)
-        return torch.multinomial(p, n, replacement=n > self.pool, generator=generator).tolist()
+        idx = torch.multinomial(p, n, replacement=n > self.pool, generator=generator).tolist()
+        return [self.first + i for i in idx]
 
     def record(self, seed: int, success: float) -> None:
         self.history.setdefault(seed, deque(maxlen=self.window)).append(float(success))

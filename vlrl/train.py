@@ -1,7 +1,8 @@
 """Train a policy with RL: `python vlrl/train.py task=gui_grounding [overrides]`.
 
-Also `accelerate launch vlrl/train.py ...` (one process per device; `--cpu --num_processes 2` works
-on a CPU machine) and the `vlrl-train` console script. `--cfg job` prints the resolved config,
+Also `accelerate launch vlrl/train.py ...` (one process per device; on a CPU machine use
+`--config_file configs/accelerate/cpu_2proc.yaml`, or fsdp2_cpu_2proc.yaml for FSDP2) and the
+`vlrl-train` console script. `--cfg job` prints the resolved config,
 `--help-fields` every field with its help.
 
 The loop, per step: sample prompts -> roll out G episodes each -> score -> advantages -> update.
@@ -31,7 +32,9 @@ from vlrl.curriculum import SeedCurriculum
 from vlrl.metrics import episode_metrics, peak_memory_mb, plot_curves, read_metrics, sample_rows
 from vlrl.models import base_model, load_model
 from vlrl.rollout import make_engine, run_episodes
-from vlrl.trainer import build_rows, build_turn_rows, episode_advantages, gae_advantages, start_run, update
+from vlrl.forward import Row
+from vlrl.sharding import full_model_state, full_optimizer_state, gathered, is_sharded
+from vlrl.trainer import TrainRow, build_rows, build_turn_rows, episode_advantages, gae_advantages, start_run, update
 
 
 def parse_cli(argv: list[str]) -> tuple[list[str], str | None]:
@@ -98,6 +101,23 @@ def out_of_time(elapsed_s: float, budget_min: float, device=None) -> bool:
     return bool(flag.item())
 
 
+def any_rows(n_rows: int, device) -> bool:
+    """Does any process have training rows this step?"""
+    t = torch.tensor([float(n_rows)], device=device)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.all_reduce(t)
+    return bool(t.item() > 0)
+
+
+def pad_row(episodes) -> TrainRow | None:
+    """A zero-advantage row from this process's first episode: what a sharded update pads with."""
+    for ep in episodes:
+        for turn in ep.turns:
+            if turn.response_ids:
+                return TrainRow(Row(turn.observation, turn.response_ids), turn.logprobs, 0.0, 1.0, 0.0, 0.0)
+    return None
+
+
 def evaluate_policy(engine, task, cfg: Config, n: int, batch_size: int) -> tuple[dict, list]:
     """Greedy episodes on the held-out split -> the task's report."""
     episodes = []
@@ -110,7 +130,7 @@ def evaluate_policy(engine, task, cfg: Config, n: int, batch_size: int) -> tuple
 
 
 def run(cfg: Config, task) -> dict:
-    r = start_run(cfg, cfg.trainer.steps * cfg.algo.num_iterations)
+    r = start_run(cfg, cfg.trainer.steps * cfg.algo.num_iterations, can_shard=True)
     accelerator, rank, world, main = r.accelerator, r.rank, r.world, r.main
     model, processor, optimizer, scheduler, logger = r.model, r.processor, r.optimizer, r.scheduler, r.logger
     start, resume_from, out_dir = r.start, r.resume_from, cfg.trainer.output_dir
@@ -127,7 +147,7 @@ def run(cfg: Config, task) -> dict:
     curriculum = None
     if cfg.trainer.curriculum_pool:
         curriculum = SeedCurriculum(cfg.trainer.curriculum_pool, cfg.trainer.curriculum_window,
-                                    cfg.trainer.curriculum_temperature)
+                                    cfg.trainer.curriculum_temperature, cfg.trainer.curriculum_first_seed)
         curriculum.load_state_dict(state.get("curriculum", {}))
     if main:
         os.makedirs(out_dir, exist_ok=True)
@@ -141,6 +161,9 @@ def run(cfg: Config, task) -> dict:
         return task.make_env(cfg.task, "train")
 
     def save(step: int):
+        full = {}
+        if is_sharded(model):  # collectives: every process takes part, rank 0 writes
+            full = {"model_state": full_model_state(model), "optimizer_state": full_optimizer_state(model, optimizer)}
         if main:
             extra = {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg))}
             if critic is not None:
@@ -148,7 +171,7 @@ def run(cfg: Config, task) -> dict:
             if curriculum is not None:
                 extra["curriculum"] = curriculum.state_dict()
             checkpoint.save(out_dir, step, base_model(model) if cfg.model.lora.r == 0 else model, processor,
-                            optimizer, scheduler, extra, keep=cfg.trainer.keep_checkpoints)
+                            optimizer, scheduler, extra, keep=cfg.trainer.keep_checkpoints, **full)
             curves = ["reward/mean", "eval/overall"]
             plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl"), curves), curves,
                         os.path.join(out_dir, "reward_curve.png"), title=f"{cfg.task.name}: reward")
@@ -173,8 +196,9 @@ def run(cfg: Config, task) -> dict:
             else:
                 seeds = prompt_seeds(cfg, step, rank, world)
             rollout_stats: dict = {}
-            episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns,
-                                    stats=rollout_stats)
+            with gathered(model):  # FSDP2: ragged rollouts cannot run sharded forwards
+                episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns,
+                                        stats=rollout_stats)
             if hasattr(task, "score_episodes"):  # batched post-rollout rewards (learned reward models)
                 task.score_episodes(episodes, cfg.task)
             t_rollout = time.perf_counter() - t0
@@ -185,7 +209,8 @@ def run(cfg: Config, task) -> dict:
             keep = informative(episodes, cfg) if cfg.algo.filter_groups else [True] * len(episodes)
             sel = [i for i, k in enumerate(keep) if k]
             if critic is not None:  # PPO: per-turn GAE advantages from the critic's values
-                values, bootstrap = episode_values(critic, processor, [episodes[i] for i in sel])
+                with gathered(model):
+                    values, bootstrap = episode_values(critic, processor, [episodes[i] for i in sel])
                 advs, returns = gae_advantages([episodes[i] for i in sel], cfg.algo, values, bootstrap)
                 rows = build_turn_rows([episodes[i] for i in sel], advs, values, returns)
             else:  # group-relative: every turn of an episode carries the episode's advantage
@@ -193,11 +218,13 @@ def run(cfg: Config, task) -> dict:
                 weights = group_weights(task, cfg, episodes)
                 rows = build_rows([episodes[i] for i in sel], advantages[sel], [weights[i] for i in sel])
             stats = {}
-            if rows:
+            # Every process updates when any has rows: gradients are reduced across all of them.
+            if any_rows(len(rows), accelerator.device):
                 stats = update(model, processor, optimizer, scheduler, rows, cfg.algo, cfg.trainer,
                                cfg.rollout.max_new_tokens, cfg.rollout.temperature, ref_model,
                                critic=critic, critic_optimizer=critic_optimizer,
-                               train_policy=step >= cfg.algo.critic_warmup or critic is None)
+                               train_policy=step >= cfg.algo.critic_warmup or critic is None,
+                               pad_row=pad_row(episodes))
             stats["groups/kept_frac"] = sum(keep) / max(len(keep), 1)
             engine.sync_weights()
             dt = time.perf_counter() - t0
@@ -213,7 +240,8 @@ def run(cfg: Config, task) -> dict:
             })
             done = step + 1
             if cfg.trainer.eval_every and done % cfg.trainer.eval_every == 0 and cfg.trainer.eval_examples:
-                report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
+                with gathered(model):
+                    report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
                 metrics.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
             if done % cfg.trainer.log_every == 0 or done == cfg.trainer.steps:
                 logger.log(done, metrics)
@@ -235,7 +263,8 @@ def run(cfg: Config, task) -> dict:
                 save(done)
 
     if cfg.trainer.eval_examples and not cfg.trainer.eval_every:
-        report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
+        with gathered(model):
+            report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
         last.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
         logger.log(final, {f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
     if final > start or resume_from is None:

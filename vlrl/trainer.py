@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from vlrl import checkpoint
+from vlrl import checkpoint, sharding
 from vlrl.algos import aggregate, gae, group_advantages, loss_terms, value_loss
 from vlrl.config import AlgoConfig, Config, TrainerConfig
 from vlrl.episode import Episode, turn_reward
@@ -55,16 +55,25 @@ class Run:
     resume_from: object  # the checkpoint directory resumed from, or None
 
 
-def start_run(cfg: Config, total_updates: int) -> Run:
-    """Processes, seeds, model (from the checkpoint when resuming), optimizer, scheduler and logger."""
+def start_run(cfg: Config, total_updates: int, can_shard: bool = False) -> Run:
+    """Processes, seeds, model (from the checkpoint when resuming), optimizer, scheduler and logger.
+
+    Under `accelerate launch` with an FSDP v2 config (configs/accelerate/fsdp2.yaml) and `can_shard`, the
+    policy is sharded with torch's fully_shard (vlrl/sharding.py); other sharding engines stop with an error
+    instead of silently replicating the model."""
     from accelerate import Accelerator
     from accelerate.utils import set_seed
     from omegaconf import OmegaConf
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
-    if accelerator.distributed_type.name in ("FSDP", "DEEPSPEED", "MEGATRON_LM"):
-        raise SystemExit(f"vlrl: {accelerator.distributed_type.name} sharded training is not supported by the trainer yet "
-                         "(it would silently replicate the model); use data parallel (configs/accelerate/multi_gpu.yaml)")
+    fsdp = sharding.fsdp_version_requested()
+    if accelerator.distributed_type.name in ("DEEPSPEED", "MEGATRON_LM") or fsdp == 1 or (fsdp and not can_shard):
+        what = f"FSDP v{fsdp}" if fsdp else accelerator.distributed_type.name
+        raise SystemExit(f"vlrl: {what} sharded training is not supported by this entry point "
+                         "(it would silently replicate the model); use FSDP2 with vlrl/train.py "
+                         "(configs/accelerate/fsdp2.yaml) or data parallel (configs/accelerate/multi_gpu.yaml)")
+    if fsdp and cfg.model.lora.r > 0:
+        raise SystemExit("vlrl: FSDP2 with LoRA (model.lora.r > 0) is not supported yet; use data parallel for LoRA")
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
     set_seed(cfg.trainer.seed)
@@ -73,12 +82,17 @@ def start_run(cfg: Config, total_updates: int) -> Run:
     model_cfg = cfg.model if resume_from is None else dataclasses.replace(cfg.model, path=str(resume_from))
     processor = load_processor(model_cfg)
     model = load_model(model_cfg, accelerator.device)
+    if fsdp and accelerator.num_processes > 1:
+        sharding.shard(model, sharding.reshard_after_forward_requested())
     optimizer = make_optimizer(model, cfg.trainer)
     scheduler = make_scheduler(optimizer, cfg.trainer, total_updates)
     start = 0
     if resume_from is not None:
         state = checkpoint.load_state(resume_from)
-        optimizer.load_state_dict(state["optimizer"])
+        if state.get("optimizer_format") == "full":  # written by a sharded run (keyed by parameter names)
+            sharding.load_optimizer_state(model, optimizer, state["optimizer"])
+        else:
+            optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         checkpoint.set_rng_state(state["rng"])
         start = state["step"]
@@ -180,6 +194,13 @@ def _global_sum(values: list[float], device) -> list[float]:
     return t.tolist()
 
 
+def _global_max(value: int, device) -> int:
+    t = torch.tensor([value], dtype=torch.long, device=device)
+    if dist.is_available() and dist.is_initialized():
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
 def all_reduce_grads(params: list[torch.nn.Parameter]) -> None:
     """SUM gradients over processes in one flat buffer (params without grad count as zeros)."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
@@ -240,12 +261,16 @@ def update(
     critic=None,
     critic_optimizer=None,
     train_policy: bool = True,
+    pad_row: TrainRow | None = None,
 ) -> dict[str, float]:
     """`algo.num_iterations` optimizer steps over `rows` (PPO epochs); returns averaged diagnostics.
 
     With a `critic` (PPO), each micro-batch also adds ``vf_coef * value_loss`` (rows carry old values
     and returns); `train_policy=False` (critic warm-up) skips the policy loss and keeps a shared
     backbone frozen, so only the critic learns.
+
+    A sharded (FSDP2) model needs the same number of forward/backward passes on every process: a process
+    with fewer micro-batches (or no rows) runs zero-weight passes on `pad_row` (or its first micro-batch).
     """
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
@@ -254,16 +279,27 @@ def update(
     n_seq, n_tok, n_mb = _global_sum(
         [float(len(rows)), float(sum(len(r.row.response_ids) for r in rows)), float(len(batches))], device
     )
+    real = len(batches)
+    if sharding.is_sharded(model):
+        most = _global_max(len(batches), device)
+        if most > len(batches):
+            if not batches and pad_row is None:
+                raise ValueError("a sharded update on a process without rows needs a pad_row")
+            batches = batches + [batches[0] if batches else [pad_row]] * (most - len(batches))
     stats: dict[str, list[float]] = {}
 
     def note(key: str, value) -> None:
         stats.setdefault(key, []).append(float(value))
 
+    def ignore(key: str, value) -> None:
+        pass
+
     for _ in range(algo.num_iterations):
-        for mb in batches:
+        for k, mb in enumerate(batches):
+            pad = k >= real  # a zero-weight pass: keeps FSDP's collectives in step across processes
             loss = torch.zeros((), device=device)
             if train_policy:
-                loss = loss + _policy_loss(model, processor, mb, algo, temperature, ref_model, note,
+                loss = loss + _policy_loss(model, processor, mb, algo, temperature, ref_model, ignore if pad else note,
                                            int(n_seq), int(n_tok), int(n_mb), max_completion_length)
             if critic is not None:
                 values = critic(processor, [r.row.observation for r in mb], train_backbone=train_policy or critic.separate)
@@ -271,17 +307,21 @@ def update(
                 target = torch.tensor([r.value_target for r in mb], dtype=torch.float32, device=values.device)
                 v_loss = value_loss(values, old, target, clip=algo.value_clip or None) / n_mb
                 loss = loss + algo.vf_coef * v_loss
-                note("value_loss", v_loss.item() * n_mb)
+                if not pad:
+                    note("value_loss", v_loss.item() * n_mb)
+            if pad:
+                loss = loss * 0.0
             loss.backward()
-            note("loss", loss.item())
-        all_reduce_grads(params + critic_params)
+            if not pad:
+                note("loss", loss.item())
+        all_reduce_grads(sharding.replicated(params) + critic_params)
         if critic_params:
             c_norm = torch.nn.utils.clip_grad_norm_(critic_params, trainer.max_grad_norm if trainer.max_grad_norm > 0 else float("inf"))
             if torch.isfinite(c_norm):
                 critic_optimizer.step()
             critic_optimizer.zero_grad(set_to_none=True)
             note("critic_grad_norm", c_norm.item())
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, trainer.max_grad_norm if trainer.max_grad_norm > 0 else float("inf"))
+        grad_norm = sharding.clip_grad_norm(params, trainer.max_grad_norm if trainer.max_grad_norm > 0 else float("inf"))
         if torch.isfinite(grad_norm):
             if train_policy:
                 optimizer.step()

@@ -1,9 +1,12 @@
 """One `update()` on a fixed batch, run with 1 or N processes; writes the parameter change.
 
 Used by test_distributed.py:
-    python tests/vlrl/dist_update.py OUT LOSS_TYPE MICRO_BATCH
-    accelerate launch --cpu --num_processes 2 tests/vlrl/dist_update.py OUT LOSS_TYPE MICRO_BATCH
-Every process builds the same global batch of episodes (same seeds), then keeps its contiguous share.
+    python tests/vlrl/dist_update.py OUT LOSS_TYPE MICRO_BATCH [SPLIT]
+    accelerate launch --config_file configs/accelerate/cpu_2proc.yaml tests/vlrl/dist_update.py OUT LOSS_TYPE MICRO_BATCH [SPLIT]
+    accelerate launch --config_file configs/accelerate/fsdp2_cpu_2proc.yaml tests/vlrl/dist_update.py ...
+Every process builds the same global batch of episodes (same seeds), then keeps its contiguous share:
+SPLIT "even" (default) or "uneven" (2 processes: 10 rows and 6 rows, so a sharded run pads micro-batches).
+Under an FSDP2 launch the model is sharded first (vlrl/sharding.py).
 """
 
 import os
@@ -15,15 +18,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from accelerate import Accelerator  # noqa: E402
 
+from vlrl import sharding  # noqa: E402
 from vlrl.config import AlgoConfig, ModelConfig, RolloutConfig, TrainerConfig  # noqa: E402
 from vlrl.models import load_model, load_processor  # noqa: E402
 from vlrl.rollout import make_engine, run_episodes  # noqa: E402
-from vlrl.trainer import build_rows, episode_advantages, make_optimizer, make_scheduler, update  # noqa: E402
+from vlrl.trainer import build_rows, episode_advantages, make_scheduler, update  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def main(out: str, loss_type: str, micro_batch: int) -> None:
+def main(out: str, loss_type: str, micro_batch: int, split: str = "even") -> None:
     torch.set_num_threads(1)
     acc = Accelerator(cpu=True)
     rank, world = acc.process_index, acc.num_processes
@@ -47,18 +51,24 @@ def main(out: str, loss_type: str, micro_batch: int) -> None:
     adv = episode_advantages(episodes, algo)
     weights = [1.0 + 0.5 * (i % 2) for i in range(len(episodes))]
     rows = build_rows(episodes, adv, weights)
-    share = len(rows) // world
-    rows = rows[rank * share : (rank + 1) * share]
+    if split == "uneven" and world == 2:
+        rows = rows[:10] if rank == 0 else rows[10:]
+    else:
+        share = len(rows) // world
+        rows = rows[rank * share : (rank + 1) * share]
 
-    before = [p.detach().clone() for p in model.parameters()]
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if sharding.fsdp_version_requested() == 2 and world > 1:
+        sharding.shard(model)
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
     sched = make_scheduler(opt, trainer, 1)
     update(model, processor, opt, sched, rows, algo, trainer, rollout.max_new_tokens, 1.0)
+    after = sharding.full_model_state(model) if sharding.is_sharded(model) else model.state_dict()
     if rank == 0:
-        delta = torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])
-        torch.save(delta, out)
+        delta = torch.cat([(after[k].detach() - before[k]).flatten() for k in sorted(before)])
+        torch.save({"delta": delta, "world": world, "sharded": sharding.is_sharded(model)}, out)
     acc.wait_for_everyone()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])

@@ -25,29 +25,82 @@ def _env():
 def _run(cmd):
     proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _delta(path, world: int, sharded: bool) -> torch.Tensor:
+    """The saved parameter change, after checking the run really had `world` processes (a launcher that
+    silently starts one process would make every cross-process comparison pass)."""
+    d = torch.load(path)
+    assert (d["world"], d["sharded"]) == (world, sharded), (d["world"], d["sharded"])
+    return d["delta"]
+
+
+def _launch(config: str, *args: str):
+    return _run([ACCELERATE, "launch", "--config_file", os.path.join(ROOT, "configs", "accelerate", config),
+          "--main_process_port", str(29500 + (os.getpid() + hash(args)) % 2000), *args])
+
+
+CASES = [("cpu_2proc.yaml", False, lt) for lt in ("grpo", "bnpo", "dr_grpo", "dapo", "gui_g1")]
+CASES += [("fsdp2_cpu_2proc.yaml", True, lt) for lt in ("grpo", "dapo")]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo", "gui_g1"])
-def test_two_processes_equal_one_with_accumulation(tmp_path, loss_type):
+@pytest.mark.parametrize("config,sharded,loss_type", CASES)
+def test_two_processes_equal_one_with_accumulation(tmp_path, config, sharded, loss_type):
     one, two = tmp_path / "one.pt", tmp_path / "two.pt"
     # 16 rows; micro-batch 4: 1 process = 4 accumulated micro-batches, 2 processes = 2 each.
     _run([sys.executable, SCRIPT, str(one), loss_type, "4"])
-    _run([ACCELERATE, "launch", "--cpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-          "--dynamo_backend", "no", "--main_process_port", str(29500 + os.getpid() % 1000), SCRIPT, str(two), loss_type, "4"])
-    d1, d2 = torch.load(one), torch.load(two)
+    _launch(config, SCRIPT, str(two), loss_type, "4")
+    d1, d2 = _delta(one, world=1, sharded=False), _delta(two, world=2, sharded=sharded)
     assert d1.abs().max() > 1e-4, "the update must not be trivially zero"
     assert torch.allclose(d1, d2, atol=1e-5, rtol=0), (d1 - d2).abs().max().item()
 
 
 @pytest.mark.slow
+def test_fsdp2_pads_uneven_micro_batches_like_data_parallel(tmp_path):
+    # 10 rows vs 6 rows at micro-batch 3: 4 vs 2 micro-batches, so the sharded run pads rank 1 with two
+    # zero-weight passes; data parallel needs no padding. Same update either way.
+    dp, fsdp = tmp_path / "dp.pt", tmp_path / "fsdp.pt"
+    _launch("cpu_2proc.yaml", SCRIPT, str(dp), "bnpo", "3", "uneven")
+    _launch("fsdp2_cpu_2proc.yaml", SCRIPT, str(fsdp), "bnpo", "3", "uneven")
+    d1, d2 = _delta(dp, world=2, sharded=False), _delta(fsdp, world=2, sharded=True)
+    assert d1.abs().max() > 1e-4
+    assert torch.allclose(d1, d2, atol=1e-5, rtol=0), (d1 - d2).abs().max().item()
+
+
+@pytest.mark.slow
+def test_fsdp2_training_run_saves_full_weights_and_resumes(tmp_path):
+    out = tmp_path / "run"
+    common = [os.path.join(ROOT, "vlrl", "train.py"), "task=toy", "model=tiny",
+              f"hydra.searchpath=[file://{ROOT}/tests/configs]", "trainer.prompts_per_step=1", "algo.group_size=4",
+              "rollout.max_new_tokens=6", f"trainer.output_dir={out}", "trainer.progress=false", "trainer.save_every=1"]
+    assert "processes=2" in _launch("fsdp2_cpu_2proc.yaml", *common, "trainer.steps=1").stdout
+    _launch("fsdp2_cpu_2proc.yaml", *common, "trainer.steps=2")  # resumes from step 1 (trainer.resume=auto)
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    ckpt = out / "checkpoints" / "step_0000002"
+    state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+    assert state["optimizer_format"] == "full" and state["step"] == 2
+    from safetensors.torch import load_file
+
+    from vlrl.config import ModelConfig
+    from vlrl.models import load_model
+
+    load_model(ModelConfig(path=os.path.join(ROOT, "assets", "tiny-qwen2.5-vl"))).save_pretrained(tmp_path / "plain")
+    saved, plain = load_file(str(ckpt / "model.safetensors")), load_file(str(tmp_path / "plain" / "model.safetensors"))
+    # The same full (unsharded) tensors a plain save writes, and training moved them.
+    assert saved.keys() == plain.keys()
+    assert all(saved[k].shape == plain[k].shape for k in saved)
+    assert any(not torch.equal(saved[k], plain[k]) for k in saved)
+
+
+@pytest.mark.slow
 def test_two_process_training_run_end_to_end(tmp_path):
     out = tmp_path / "run"
-    _run([ACCELERATE, "launch", "--config_file", os.path.join(ROOT, "configs", "accelerate", "cpu_2proc.yaml"),
-          "--main_process_port", str(30500 + os.getpid() % 1000),
-          os.path.join(ROOT, "vlrl", "train.py"), "task=toy", "model=tiny", f"hydra.searchpath=[file://{ROOT}/tests/configs]",
-          "trainer.steps=2", "trainer.prompts_per_step=1", "algo.group_size=4", "rollout.max_new_tokens=6",
-          f"trainer.output_dir={out}", "trainer.progress=false"])
+    proc = _launch("cpu_2proc.yaml", os.path.join(ROOT, "vlrl", "train.py"), "task=toy", "model=tiny",
+                   f"hydra.searchpath=[file://{ROOT}/tests/configs]", "trainer.steps=2", "trainer.prompts_per_step=1",
+                   "algo.group_size=4", "rollout.max_new_tokens=6", f"trainer.output_dir={out}", "trainer.progress=false")
+    assert "processes=2" in proc.stdout  # really two processes (see configs/accelerate/cpu_2proc.yaml)
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 2  # one writer, no duplicates
     assert (out / "checkpoints" / "step_0000002" / "model.safetensors").exists()

@@ -154,6 +154,16 @@ def test_curriculum_prefers_unsolved_and_round_trips():
     assert sorted(cur.sample(4, torch.Generator().manual_seed(0))) == [0, 1, 2, 3]  # distinct seeds
 
 
+def test_curriculum_pool_can_start_past_the_warm_start_seeds():
+    cur = SeedCurriculum(pool=3, window=2, temperature=1.0, first=200)
+    assert sorted(cur.sample(3, torch.Generator().manual_seed(0))) == [200, 201, 202]
+    cur.record(201, 1.0)
+    cur.record(7, 0.0)  # outside the pool: kept in history, ignored by the weights
+    assert cur.success_rates().tolist() == [0.0, 1.0, 0.0]
+    draws = [s for i in range(100) for s in cur.sample(1, torch.Generator().manual_seed(i))]
+    assert set(draws) <= {200, 202}
+
+
 @pytest.mark.slow
 def test_grpo_with_curriculum_and_filtering_runs(tmp_path):
     out = str(tmp_path / "g")
