@@ -58,9 +58,10 @@ def bench_single(cfg, steps: int) -> dict:
     return {"build_s": build, "reset_s": reset, "steps": steps, "steps_per_s": steps / dt}
 
 
-def bench_vec(cfg, n: int, steps: int) -> dict:
+def bench_vec(cfg, n: int, steps: int, worker_threads: int = 1) -> dict:
     t0 = time.perf_counter()
-    venv = VecEnv([functools.partial(make_env, cfg)] * n, VecEnvConfig(seed=0, step_timeout_s=120))
+    venv = VecEnv([functools.partial(make_env, cfg)] * n,
+                  VecEnvConfig(seed=0, step_timeout_s=120, worker_threads=worker_threads))
     venv.reset()
     build = time.perf_counter() - t0
     rng = np.random.default_rng(0)
@@ -84,6 +85,7 @@ def main(argv=None) -> dict:
     p.add_argument("--episode-len", type=int, default=200)
     p.add_argument("--steps", type=int, default=300, help="steps per measurement without cameras")
     p.add_argument("--cam-steps", type=int, default=60, help="steps per measurement with cameras")
+    p.add_argument("--worker-threads", type=int, default=1, help="OpenMP/BLAS threads per worker (0 = library default)")
     p.add_argument("--out", default="bench/env_throughput.json")
     args = p.parse_args(argv)
 
@@ -96,7 +98,7 @@ def main(argv=None) -> dict:
         entry = {"cameras": cameras, "env": dataclasses.asdict(cfg), "single": single, "vec": []}
         rows.append((cameras, "single", 1, single["steps_per_s"], 1.0, single["build_s"]))
         for n in args.ns:
-            v = bench_vec(cfg, n, max(steps // n, 10))
+            v = bench_vec(cfg, n, max(steps // n, 10), args.worker_threads)
             v["ratio_vs_n_x_single"] = v["env_steps_per_s"] / (n * single["steps_per_s"])
             entry["vec"].append(v)
             rows.append((cameras, "vec", n, v["env_steps_per_s"], v["ratio_vs_n_x_single"], v["build_and_reset_s"]))

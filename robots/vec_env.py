@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import signal
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -34,6 +36,31 @@ class VecEnvConfig:
     """Reset an env as soon as its episode ends (the last obs goes to info["final_obs"])."""
     max_reset_failures: int = 3
     """Consecutive failed resets of one env before the run gives up (a broken config, not bad luck)."""
+    worker_threads: int = 1
+    """OpenMP / BLAS threads per worker (0 = the libraries' default: all cores, which oversubscribes a
+    machine running several workers; measured: 1 env in a worker ran at 0.72 of in-process speed with the
+    default and 0.93 with 1 thread on 2 cores)."""
+
+
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextmanager
+def _thread_env(threads: int):
+    """Thread-count variables set only while a worker is spawned (the parent's own settings are kept)."""
+    if threads <= 0:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in _THREAD_VARS}
+    os.environ.update({k: str(threads) for k in _THREAD_VARS})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 class WorkerFailure(RuntimeError):
@@ -114,7 +141,8 @@ class VecEnv:
     def _start(self, i: int) -> None:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker, args=(child, self.env_fns[i]), daemon=True)
-        proc.start()
+        with _thread_env(self.cfg.worker_threads):  # read by the child's numpy/MuJoCo at import time
+            proc.start()
         child.close()
         self._procs[i], self._conns[i] = proc, parent
 

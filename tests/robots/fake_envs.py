@@ -45,6 +45,10 @@ class FakeEnv:
         done = self.t >= self.episode_len
         return self._obs(), float(done), done, False, {"success": done, "step": self.t}
 
+    def thread_env(self):
+        """The thread-count variables this worker process started with."""
+        return {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
     def get_state(self):
         return np.array([self.t], dtype=np.float64)
 

@@ -74,3 +74,15 @@ def test_env_that_never_builds_raises_instead_of_looping():
             venv.reset()
     finally:
         venv.close()
+
+
+def test_workers_get_one_thread_each_by_default(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    with VecEnv([_make(), _make()], VecEnvConfig()) as venv:
+        venv.reset()
+        assert all(venv.call(i, "thread_env") == dict.fromkeys(
+            ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1") for i in range(2))
+    assert os.environ["OMP_NUM_THREADS"] == "7"  # the parent's setting is untouched
+    with VecEnv([_make()], VecEnvConfig(worker_threads=0)) as venv:  # 0: inherit
+        venv.reset()
+        assert venv.call(0, "thread_env")["OMP_NUM_THREADS"] == "7"
