@@ -37,9 +37,9 @@ class VecEnvConfig:
     max_reset_failures: int = 3
     """Consecutive failed resets of one env before the run gives up (a broken config, not bad luck)."""
     worker_threads: int = 1
-    """OpenMP / BLAS threads per worker (0 = the libraries' default: all cores, which oversubscribes a
-    machine running several workers; measured: 1 env in a worker ran at 0.72 of in-process speed with the
-    default and 0.93 with 1 thread on 2 cores)."""
+    """OpenMP / BLAS threads per worker (0 = the libraries' default: all cores each). Physics is single-threaded,
+    so more threads per worker only risk oversubscribing the cores when N workers run; on 2 cores the measured
+    N=2 scaling was the same within noise either way (bench/env_throughput.py --worker-threads)."""
 
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")

@@ -93,14 +93,17 @@ def gathered(model: torch.nn.Module):
     if not mods:
         yield model
         return
-    for m in mods:
+    inner = [m for m in mods if m is not model]  # the root keeps FSDP's own choice (it never reshards after forward)
+    for m in inner:
         m.set_reshard_after_forward(False, recurse=False)
+    for m in mods:
         m.unshard()
     try:
         yield model
     finally:
         for m in mods:
             m.reshard()
+        for m in inner:
             m.set_reshard_after_forward(reshard_after_forward_requested(), recurse=False)
 
 
