@@ -239,9 +239,22 @@ class RobosuiteEnv(SuiteEnvBase):
         return self._obs(raw)
 
 
+# The FIRST robosuite simulator with cameras built in a process renders nondeterministically (software EGL
+# here): its frames differ from run to run while every later simulator's frames are identical (measured: the
+# first frame of the first episode had a different hash in each of 3 runs; with one simulator built and held
+# beforehand, all first frames matched; a bare EGL context held beforehand did not help). So the first such
+# build in a process (the trainer's, or each vec-env worker's) is a sacrificial simulator, kept alive and
+# never handed out. Frames still depend on the build history, so they are reproducible for a fixed program,
+# not across different ones. LIBERO's builder is not covered (untested).
+_SACRIFICED: list = []
+
+
 def make_env(cfg) -> RobotEnv:
     """Build the env described by a RobosuiteConfig or LiberoConfig (picklable: vec-env workers call it)."""
     if isinstance(cfg, RobosuiteConfig):
+        if cfg.cameras and not _SACRIFICED:
+            _SACRIFICED.append(RobosuiteEnv(cfg))
+            _SACRIFICED[0].reset(seed=0)  # renders once, as in the measurement
         return RobosuiteEnv(cfg)
     from robots.libero_env import LiberoConfig, LiberoEnv  # noqa: PLC0415  (LIBERO is optional)
 

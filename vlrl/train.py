@@ -34,7 +34,7 @@ from vlrl.models import base_model, load_model
 from vlrl.rollout import make_engine, run_episodes
 from vlrl.forward import Row
 from vlrl.sharding import full_model_state, full_optimizer_state, gathered, is_sharded
-from vlrl.trainer import TrainRow, build_rows, build_turn_rows, episode_advantages, gae_advantages, start_run, update
+from vlrl.trainer import TrainRow, build_rows, global_sum, build_turn_rows, episode_advantages, gae_advantages, start_run, update
 
 
 def parse_cli(argv: list[str]) -> tuple[list[str], str | None]:
@@ -99,14 +99,6 @@ def out_of_time(elapsed_s: float, budget_min: float, device=None) -> bool:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.broadcast(flag, src=0)
     return bool(flag.item())
-
-
-def any_rows(n_rows: int, device) -> bool:
-    """Does any process have training rows this step?"""
-    t = torch.tensor([float(n_rows)], device=device)
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.all_reduce(t)
-    return bool(t.item() > 0)
 
 
 def pad_row(episodes) -> TrainRow | None:
@@ -219,7 +211,7 @@ def run(cfg: Config, task) -> dict:
                 rows = build_rows([episodes[i] for i in sel], advantages[sel], [weights[i] for i in sel])
             stats = {}
             # Every process updates when any has rows: gradients are reduced across all of them.
-            if any_rows(len(rows), accelerator.device):
+            if global_sum([len(rows)], accelerator.device)[0] > 0:
                 stats = update(model, processor, optimizer, scheduler, rows, cfg.algo, cfg.trainer,
                                cfg.rollout.max_new_tokens, cfg.rollout.temperature, ref_model,
                                critic=critic, critic_optimizer=critic_optimizer,

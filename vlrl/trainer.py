@@ -187,7 +187,7 @@ def build_rows(episodes: list[Episode], advantages: torch.Tensor, weights: list[
     return rows
 
 
-def _global_sum(values: list[float], device) -> list[float]:
+def global_sum(values: list[float], device) -> list[float]:
     t = torch.tensor(values, dtype=torch.float64, device=device)
     if dist.is_available() and dist.is_initialized():
         dist.all_reduce(t)
@@ -276,7 +276,7 @@ def update(
     params = [p for p in model.parameters() if p.requires_grad]
     critic_params = [p for p in critic.parameters() if p.requires_grad] if critic is not None else []
     batches = micro_batches(rows, trainer.micro_batch_size)
-    n_seq, n_tok, n_mb = _global_sum(
+    n_seq, n_tok, n_mb = global_sum(
         [float(len(rows)), float(sum(len(r.row.response_ids) for r in rows)), float(len(batches))], device
     )
     real = len(batches)

@@ -81,14 +81,6 @@ def _expert(cfg: Config):
 # same state, enough to take the BC policy from 100% to 0% success). So the pool grows to the largest
 # number of envs alive at once and lives as long as the process.
 _IDLE: dict[str, list] = {}
-# The FIRST simulator built in a process renders nondeterministically (software EGL here): its frames differ
-# from run to run while every later simulator's frames are identical (measured: the first frame of the first
-# episode had a different hash in each of 3 runs; with one simulator built and held beforehand, all 10 first
-# frames matched across runs; a bare EGL context held beforehand did not help). So the first build of a
-# camera config in a process is a sacrificial simulator that is kept alive and never handed out. (Frames
-# still depend on which simulators the process built before, so they are reproducible for a fixed run, not
-# across different build histories.)
-_SACRIFICED: list = []
 
 
 def _acquire(rcfg):
@@ -97,9 +89,6 @@ def _acquire(rcfg):
         return idle.pop()
     from robots.env import make_env
 
-    if not _SACRIFICED and getattr(rcfg, "cameras", ()):
-        _SACRIFICED.append(make_env(rcfg))
-        _SACRIFICED[0].reset(seed=0)  # it renders once, as in the measurement
     return make_env(rcfg)
 
 

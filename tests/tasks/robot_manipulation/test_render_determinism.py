@@ -1,4 +1,4 @@
-"""The first frames an episode sees are the same in every fresh process (see _SACRIFICED in env.py)."""
+"""The first frames an episode sees are the same in every fresh process (see _SACRIFICED in robots/env.py)."""
 
 import os
 import subprocess
@@ -10,7 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 SNIPPET = """
 import hashlib, sys
 import numpy as np
-import tasks.robot_manipulation.env as E
+import robots.env as E
 from tasks.robot_manipulation import Config, make_env
 if sys.argv[1] == "off":
     E._SACRIFICED.append(None)  # what the process did before the workaround
