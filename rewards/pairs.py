@@ -114,6 +114,27 @@ def sample_pairs(episodes, n: int, rng: np.random.Generator, mix: PairMix | None
     return out
 
 
+def reference_indices(ep, k: int) -> np.ndarray:
+    """k frame indices [k] of a successful episode, evenly spaced from its first frame to its first success."""
+    hits = np.flatnonzero(ep.success)
+    if not len(hits):
+        raise ValueError(f"a reference trajectory must come from a successful episode (seed {ep.seed} is not)")
+    return np.round(np.linspace(0, int(hits[0]), k)).astype(int)
+
+
+def sample_references(episodes, pairs: list[Pair], rng: np.random.Generator) -> list[int]:
+    """Per pair, the index of a successful episode to show as its in-context reference, from another sim seed
+    when one exists (a reference that contains the pair's own frames would let the model copy, not compare)."""
+    succ = [k for k, e in enumerate(episodes) if e.succeeded]
+    if not succ:
+        raise ValueError("no successful episode to draw in-context references from")
+    out = []
+    for p in pairs:
+        pool = [k for k in succ if episodes[k].seed != episodes[p.episode].seed] or succ
+        out.append(pool[int(rng.integers(len(pool)))])
+    return out
+
+
 def split_by_seed(episodes, held_out_frac: float = 0.2, seed: int = 0) -> tuple[list[int], list[int]]:
     """(train, held-out) episode indices; all episodes of one sim seed land on the same side."""
     seeds = sorted({e.seed for e in episodes})

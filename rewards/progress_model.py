@@ -25,16 +25,39 @@ from rewards.vlm_reward import VLMReward, VLMRewardConfig
 PROGRESS_CONFIG = VLMRewardConfig()  # two frames, outputs (delta, done)
 
 
+def model_reference(model: VLMReward, reference: np.ndarray | None = None) -> np.ndarray | None:
+    """The in-context reference frames [k, H, W, 3] a query to `model` shows (None for a model without one):
+    `reference` if given, else the one saved with the model; a clear error when neither exists."""
+    k = model.cfg.reference_frames
+    if not k:
+        return None
+    ref = reference if reference is not None else model.reference
+    if ref is None:
+        raise ValueError(f"this progress model shows {k} in-context reference frames: pass reference= "
+                         "(frames of a successful episode, 0%..100%)")
+    if len(ref) != k:
+        raise ValueError(f"reference has {len(ref)} frames, the model was trained with {k}")
+    return np.asarray(ref)
+
+
 @torch.no_grad()
 def predict_pairs(model: VLMReward, frames: np.ndarray, pairs: Sequence[tuple[int, int]], instructions: Sequence[str],
-                  batch_size: int = 64) -> np.ndarray:
-    """[len(pairs), 2] (delta %, done prob) for index pairs into `frames` (one vision pass per frame used)."""
+                  batch_size: int = 64, reference: np.ndarray | None = None) -> np.ndarray:
+    """[len(pairs), 2] (delta %, done prob) for index pairs into `frames` (one vision pass per frame used).
+
+    A model trained with reference frames shows `reference` (default: its saved one) before every pair."""
+    ref = model_reference(model, reference)
+    k = 0 if ref is None else len(ref)
+    if k:
+        frames = np.concatenate([ref, frames])
+        pairs = [(i + k, j + k) for i, j in pairs]
     out = []
     for s in range(0, len(pairs), batch_size):
         chunk = pairs[s : s + batch_size]
-        used = sorted({i for p in chunk for i in p})
-        pos = {f: k for k, f in enumerate(used)}
-        out.append(model.predict(frames[used], [(pos[i], pos[j]) for i, j in chunk], list(instructions[s : s + batch_size])))
+        used = sorted(set(range(k)) | {i for p in chunk for i in p})
+        pos = {f: n for n, f in enumerate(used)}
+        index = [tuple(range(k)) + (pos[i], pos[j]) for i, j in chunk]
+        out.append(model.predict(frames[used], index, list(instructions[s : s + batch_size])))
     return np.concatenate(out) if out else np.zeros((0, 2))
 
 
@@ -136,8 +159,11 @@ class ProgressReward(RewardModel):
     """
 
     def __init__(self, model: VLMReward, scale: float = 0.01, stride: int = 1, batch_size: int = 64,
-                 cache_size: int = 16384, done_threshold: float = DONE_THRESHOLD) -> None:
+                 cache_size: int = 16384, done_threshold: float = DONE_THRESHOLD,
+                 reference: np.ndarray | None = None) -> None:
         self.model, self.scale, self.stride, self.batch_size = model.eval(), scale, stride, batch_size
+        # In-context reference frames (models trained with --reference-frames); default: the saved one.
+        self.reference = model_reference(model, reference)
         self.done_threshold = done_threshold
         self.cache = LRUCache(cache_size)
         self.frame_keys = LRUCache(cache_size)
@@ -157,11 +183,13 @@ class ProgressReward(RewardModel):
                 keys.append((fk[i], fk[j], q.instruction))
                 frames_of.append((q.frame(i), q.frame(j), q.instruction))
 
+        ref = [] if self.reference is None else list(self.reference)
+
         def compute(idx):
-            frames, image_index, instrs = [], [], []
+            frames, image_index, instrs = list(ref), [], []
             for k in idx:
                 a, b, s = frames_of[k]
-                image_index.append((len(frames), len(frames) + 1))
+                image_index.append(tuple(range(len(ref))) + (len(frames), len(frames) + 1))
                 frames.extend([a, b])
                 instrs.append(s)
             return list(self.model.predict(np.stack(frames), image_index, instrs))

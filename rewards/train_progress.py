@@ -18,10 +18,10 @@ import json
 import numpy as np
 
 from rewards import sim_data
-from rewards.pairs import PairMix, sample_pairs
+from rewards.pairs import PairMix, reference_indices, sample_pairs, sample_references
 from rewards.progress_model import evaluate_progress
 from rewards.train_common import add_train_args, evaluate_checkpoint, split_episodes, train, train_args_from
-from rewards.vlm_reward import VLMReward, VLMRewardConfig
+from rewards.vlm_reward import VLMReward, reference_config
 
 
 def load_episodes(paths: str):
@@ -32,22 +32,24 @@ def load_episodes(paths: str):
     return eps
 
 
-def batch_from_pairs(episodes, pairs):
-    """(unique frames [U,H,W,3], image_index [(a, b)], instructions, labels [B, 2]) for Pair objects."""
-    slot, frames, index = {}, [], []
-    for p in pairs:
-        row = []
-        for t in (p.i, p.j):
-            key = (p.episode, t)
+def batch_from_pairs(episodes, pairs, references: list[int] | None = None, k: int = 0):
+    """(unique frames [U,H,W,3], image_index [(ref_1..ref_k, i, j)], instructions, labels [B, 2 + k + 2]).
+
+    With `references` (one successful episode index per pair) each row first shows k frames of that
+    episode (`reference_indices`). Labels: delta, done, then every shown frame's own progress (in image
+    order) for the optional auxiliary loss.
+    """
+    slot, frames, index, labels = {}, [], [], []
+    for n, p in enumerate(pairs):
+        shown = [(references[n], int(t)) for t in reference_indices(episodes[references[n]], k)] if k else []
+        shown += [(p.episode, p.i), (p.episode, p.j)]
+        for key in shown:
             if key not in slot:
                 slot[key] = len(frames)
-                frames.append(episodes[p.episode].frames[t])
-            row.append(slot[key])
-        index.append(tuple(row))
-    # (delta, done, progress of frame i, progress of frame j): the last two feed the optional aux loss
-    labels = np.array([[p.delta, p.done, episodes[p.episode].progress[p.i], episodes[p.episode].progress[p.j]]
-                       for p in pairs], dtype=np.float32)
-    return np.stack(frames), index, [p.instruction for p in pairs], labels
+                frames.append(episodes[key[0]].frames[key[1]])
+        index.append(tuple(slot[key] for key in shown))
+        labels.append([p.delta, p.done] + [episodes[e].progress[t] for e, t in shown])
+    return np.stack(frames), index, [p.instruction for p in pairs], np.array(labels, dtype=np.float32)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -62,6 +64,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--mix", default="", help="pair mixture, e.g. forward=0.35,reverse=0.2,local=0.2,stagnation=0.1,mismatch=0.15")
     ap.add_argument("--done-weight", type=float, default=1.0)
     ap.add_argument("--aux-weight", type=float, default=0.5, help="per-frame progress auxiliary loss (regression head)")
+    ap.add_argument("--reference-frames", type=int, default=0,
+                    help="show k frames (0%%..100%%) of another successful episode before every pair (in-context "
+                         "reference); evaluation uses the first successful training episode, saved with the model")
     ap.add_argument("--eval-pairs", type=int, default=512)
     ap.add_argument("--eval-only", default=None, help="evaluate this checkpoint directory on the held-out episodes, no training")
     add_train_args(ap)
@@ -73,18 +78,34 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"[progress] {len(train_eps)} train episodes (seeds {sorted({e.seed for e in train_eps})}), "
           f"{len(test_eps)} held-out (seeds {sorted({e.seed for e in test_eps})})", flush=True)
     mix = PairMix(**{k: float(v) for k, v in (kv.split("=") for kv in a.mix.split(",") if kv)})
-    cfg = VLMRewardConfig(model_path=a.model, head=a.head, aux_weight=a.aux_weight if a.head == "regression" else 0.0)
+    k = a.reference_frames
+    cfg = reference_config(k, model_path=a.model, head=a.head, aux_weight=a.aux_weight if a.head == "regression" else 0.0)
+    # The reference a user of the trained model would have: one successful demo (not a held-out episode).
+    default_ref = None
+    if k:
+        demos = [e for e in train_eps if e.succeeded]
+        if not demos:
+            raise SystemExit("--reference-frames needs at least one successful training episode in --data")
+        demo = demos[0]
+        default_ref = demo.frames[reference_indices(demo, k)]
 
     def batch_fn(step: int):
         rng = np.random.default_rng([args.seed, step])
-        return batch_from_pairs(train_eps, sample_pairs(train_eps, args.batch, rng, mix, a.stride, label=a.label))
+        pairs = sample_pairs(train_eps, args.batch, rng, mix, a.stride, label=a.label)
+        refs = sample_references(train_eps, pairs, rng) if k else None
+        return batch_from_pairs(train_eps, pairs, refs, k)
 
     def eval_fn(model):
         return evaluate_progress(model, test_eps, a.stride, a.eval_pairs, seed=1, label=a.label)
 
+    def make_model():
+        m = VLMReward(cfg)
+        m.reference = default_ref
+        return m
+
     if a.eval_only:
         return evaluate_checkpoint(a.eval_only, VLMReward.load, eval_fn, a.out, a.threads)
-    result = train(lambda: VLMReward(cfg), VLMReward.load, batch_fn, args, eval_fn,
+    result = train(make_model, VLMReward.load, batch_fn, args, eval_fn,
                    loss_weights={"done": a.done_weight}, name="progress")
     result["data"] = {"files": a.data, "train_episodes": len(train_eps), "held_out_episodes": len(test_eps),
                       "held_out_seeds": sorted({e.seed for e in test_eps})}

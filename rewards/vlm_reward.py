@@ -32,6 +32,9 @@ from vlrl.encoding import left_pad
 OFFSET = 100  # generative: a signed value v is written as the integer token v + OFFSET
 
 
+PAIR_PROMPT = "Before:<image>After:<image>Task: {instruction}. Progress from before to after?"
+
+
 @dataclass
 class VLMRewardConfig:
     model_path: str = "assets/tiny-qwen2.5-vl"
@@ -42,7 +45,7 @@ class VLMRewardConfig:
     """Frames per query: 2 for the progress model (earlier, later), 1 for the task-completion PRM."""
     image_size: int = 84
     """Frames are resized to this square size (a multiple of patch_size * merge_size = 28)."""
-    prompt: str = "Before:<image>After:<image>Task: {instruction}. Progress from before to after?"
+    prompt: str = PAIR_PROMPT
     """Prompt template; each <image> is one frame in order, {instruction} the language goal."""
     outputs: tuple[str, ...] = ("delta", "done")
     """Names of the outputs. Signed percent outputs (delta) are tanh-squashed to [-100, 100] by the
@@ -55,8 +58,14 @@ class VLMRewardConfig:
     """Weight of an auxiliary loss (regression head): each frame's own progress in [0, 1], predicted from
     the hidden state at that frame's <|vision_end|> token (before the instruction: task-independent).
     Labels then carry n_images extra columns after the outputs. A dense signal for the vision tower."""
+    reference_frames: int = 0
+    """The first this-many images of every query are an in-context reference trajectory (a successful
+    episode's frames at 0%..100%, see `reference_prompt`); 0 = no reference."""
 
     def __post_init__(self):
+        if not 0 <= self.reference_frames <= self.n_images - 1:
+            raise ValueError(f"reference_frames must be in [0, n_images - 1 = {self.n_images - 1}], "
+                             f"got {self.reference_frames}")
         if self.head not in ("regression", "generative"):
             raise ValueError(f"head must be regression or generative, got {self.head!r}")
         if self.image_size % 28:
@@ -64,6 +73,21 @@ class VLMRewardConfig:
         if self.prompt.count("<image>") != self.n_images:
             raise ValueError(f"prompt has {self.prompt.count('<image>')} <image> markers, n_images={self.n_images}")
         self.outputs, self.signed = tuple(self.outputs), tuple(self.signed)
+
+
+def reference_prompt(k: int, base: str = PAIR_PROMPT) -> str:
+    """`base` preceded by k reference images labelled with their progress: "Reference:<image>0%<image>50%..."."""
+    if k < 2:
+        raise ValueError(f"a reference trajectory needs at least 2 frames (start and success), got {k}")
+    marks = "".join(f"<image>{round(100 * i / (k - 1))}%" for i in range(k))
+    return f"Reference:{marks} {base}"
+
+
+def reference_config(k: int, **kw) -> "VLMRewardConfig":
+    """A progress-model config whose queries show k reference frames before the (before, after) pair."""
+    if k == 0:
+        return VLMRewardConfig(**kw)
+    return VLMRewardConfig(prompt=reference_prompt(k), n_images=2 + k, reference_frames=k, **kw)
 
 
 def resolve(path: str) -> str:
@@ -123,6 +147,8 @@ class VLMReward(nn.Module):
             self.int_ids = [self._single_token(str(i)) for i in range(2 * OFFSET + 1)]
             self.bin_ids = [self._single_token("0"), self._single_token("1")]
         self._prompt_cache: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        # Default in-context reference (uint8 [reference_frames, H, W, 3]); saved as reference_frames.npy.
+        self.reference: np.ndarray | None = None
         g = cfg.image_size // self.patch
         self.grid = torch.tensor([[1, g, g]])
 
@@ -293,6 +319,8 @@ class VLMReward(nn.Module):
         # every non-VLM parameter (head, aux head)
         torch.save({k: v for k, v in self.state_dict().items() if not k.startswith("vlm.")}, d / "reward_head.pt")
         (d / "reward_config.json").write_text(json.dumps(dataclasses.asdict(self.cfg), indent=1))
+        if self.reference is not None:
+            np.save(d / "reference_frames.npy", np.asarray(self.reference, dtype=np.uint8))
 
     @classmethod
     def load(cls, directory: str | Path, device: str = "cpu") -> "VLMReward":
@@ -305,4 +333,6 @@ class VLMReward(nn.Module):
         missing = [k for k in missing if not k.startswith("vlm.")]
         if missing or unexpected:
             raise RuntimeError(f"reward head mismatch: missing {missing}, unexpected {unexpected}")
+        if (d / "reference_frames.npy").exists():
+            m.reference = np.load(d / "reference_frames.npy")
         return m.to(device).eval()

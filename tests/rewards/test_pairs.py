@@ -81,3 +81,24 @@ def test_progress_labels_of_sim_episodes():
     ref = state_features(ref_eef, np.zeros((3, 3)), np.zeros(3))
     ep = state_features(np.array([[0, 0, 0.0], [0, 0, 0.11], [0, 0, 0.11], [0, 0, 0.02]]), np.zeros((4, 3)), np.zeros(4))
     assert aligned_progress(ep, ref, np.array([0, 0.5, 1.0])).tolist() == [0, 0.5, 0.5, 0]
+
+
+def test_reference_indices_and_sampling_avoid_the_pairs_own_scene():
+    from rewards.pairs import reference_indices, sample_references
+    from rewards.synthetic import synthetic_episode
+
+    ep = synthetic_episode(0, "expert", T=24, hold=4)  # first success at frame 20
+    assert np.flatnonzero(ep.success)[0] == 20
+    assert reference_indices(ep, 3).tolist() == [0, 10, 20]
+    assert reference_indices(ep, 5).tolist() == [0, 5, 10, 15, 20]
+    with pytest.raises(ValueError, match="successful episode"):
+        reference_indices(synthetic_episode(0, "early_stop", T=24), 3)
+
+    eps = synthetic_episodes(range(3), T=12, size=28)  # per seed: expert (succeeds), early_stop, drop
+    pairs = sample_pairs(eps, 60, np.random.default_rng(0))
+    refs = sample_references(eps, pairs, np.random.default_rng(1))
+    assert all(eps[r].succeeded and eps[r].seed != eps[p.episode].seed for p, r in zip(pairs, refs))
+    assert len({eps[r].seed for r in refs}) == 3  # every other scene gets used
+    one_scene = [e for e in eps if e.seed == 0]
+    one_pairs = sample_pairs(one_scene, 5, np.random.default_rng(0))
+    assert set(sample_references(one_scene, one_pairs, np.random.default_rng(0))) == {0}  # fallback: same scene

@@ -146,3 +146,48 @@ def test_prm_reward_modes(tiny_model_path):
     term = PRMReward(model, "terminal")(q)[0]
     assert term[:-1].tolist() == [0.0] * 4 and term[-1] == pytest.approx(dense[-1])
     assert PRMReward(model, "delta")(q)[0] == pytest.approx(np.diff(np.concatenate([[0], dense])))
+
+
+def test_in_context_reference_prompt_batch_and_save(tiny_model_path, tmp_path):
+    """k reference frames precede every pair: prompt, frame sharing, aux labels, saved default reference."""
+    from rewards.progress_model import evaluate_progress
+    from rewards.synthetic import synthetic_episodes
+    from rewards.train_progress import batch_from_pairs
+    from rewards.pairs import sample_pairs, sample_references
+    from rewards.vlm_reward import reference_config, reference_prompt
+
+    assert reference_prompt(3).startswith("Reference:<image>0%<image>50%<image>100% Before:<image>After:<image>")
+    with pytest.raises(ValueError, match="reference_frames"):
+        VLMRewardConfig(reference_frames=2)  # two images in the prompt: no room for a reference
+
+    eps = synthetic_episodes(range(3), T=12, size=28)
+    pairs = sample_pairs(eps, 8, np.random.default_rng(0))
+    refs = sample_references(eps, pairs, np.random.default_rng(0))
+    frames, index, instrs, labels = batch_from_pairs(eps, pairs, refs, k=3)
+    assert all(len(row) == 5 for row in index) and labels.shape == (8, 2 + 5)
+    assert len(frames) == len({i for row in index for i in row})  # each distinct frame once
+    for n, (p, r) in enumerate(zip(pairs, refs)):
+        assert np.array_equal(frames[index[n][0]], eps[r].frames[0])
+        assert np.array_equal(frames[index[n][3]], eps[p.episode].frames[p.i])
+        assert labels[n, 2] == 0.0 and labels[n, 4] == 1.0  # reference frames at 0% and 100%
+
+    torch.manual_seed(0)
+    m = VLMReward(reference_config(3, model_path=tiny_model_path, aux_weight=0.5))
+    loss, pred = m.loss(frames, index, instrs, labels)
+    assert torch.isfinite(loss) and pred.shape == (8, 2)
+    m.eval()
+    ep = eps[0]
+    with pytest.raises(ValueError, match="reference"):
+        predict_pairs(m, ep.frames, [(0, 1)], [ep.instruction])
+    ref = eps[3].frames[[0, 5, 10]]
+    p_ref = predict_pairs(m, ep.frames, [(0, 4), (4, 0)], [ep.instruction] * 2, reference=ref)
+    other = predict_pairs(m, ep.frames, [(0, 4)], [ep.instruction], reference=eps[6].frames[[0, 5, 10]])
+    assert not np.allclose(p_ref[0], other[0])  # the reference is really part of the input
+    m.reference = ref
+    m.save(tmp_path / "m")
+    rm = ProgressReward.load(str(tmp_path / "m"))  # the saved reference is the default
+    assert np.array_equal(rm.reference, ref)
+    r = rm([Query(ep.frames[:5], ep.instruction)])[0]
+    d = predict_pairs(rm.model, ep.frames, [(t, t + 1) for t in range(4)], [ep.instruction] * 4)[:, 0]
+    assert r == pytest.approx(np.diff(np.concatenate([[0], values_from_deltas(d)])) * 0.01, abs=1e-6)
+    assert evaluate_progress(rm.model, eps[:3], stride=4, n_pairs=8)["episodes"] == 3

@@ -85,3 +85,17 @@ def test_progress_model_learns_synthetic_progress(tmp_path, tiny_model_path):
     r = main(["--data", str(path), "--out", str(tmp_path / "run"), "--model", tiny_model_path, "--steps", "400",
               "--batch", "16", "--save-every", "0", "--log-every", "50", "--eval-pairs", "128"])
     assert r["eval"]["sign_acc"] > 0.75, r["eval"]
+
+
+def test_train_progress_with_reference_frames(synth_file, tmp_path, tiny_model_path):
+    from rewards.train_progress import main
+    from rewards.vlm_reward import VLMReward
+
+    out = tmp_path / "ref"
+    common = ["--data", synth_file, "--out", str(out), "--model", tiny_model_path, "--batch", "4", "--log-every", "1",
+              "--save-every", "1", "--eval-pairs", "8", "--held-out-frac", "0.25", "--reference-frames", "3"]
+    assert main(common + ["--steps", "1"])["step"] == 1
+    r = main(common + ["--steps", "2"])  # resumes with the saved reference
+    assert r["step"] == 2 and np.isfinite(r["eval"]["sign_acc"])
+    m = VLMReward.load(out / "checkpoints" / "step_0000002")
+    assert m.cfg.reference_frames == 3 and m.reference.shape == (3, 56, 56, 3)
