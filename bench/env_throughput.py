@@ -4,8 +4,11 @@
     .venv/bin/python bench/env_throughput.py --libero --ns 1 2 --out bench/libero_throughput.json
 
 Every number comes from the same run; "ratio" = vec steps/s divided by (N x the single-env steps/s
-measured in-process just before), so 1.0 would be perfect scaling. On a machine with C cores, expect
-the ratio to fall once N > C. Random actions; auto-reset on.
+measured in-process in the same round), so 1.0 would be perfect scaling. Three modes per N: `workers`
+(one worker process per env, the default VecEnv), `inline` (VecEnvConfig.inline_last: the caller steps
+the last env itself, N processes instead of N + 1) and `free` (N independent processes stepping their
+own env with no lockstep and no pipes: this machine's ceiling, which no vectorizer can beat). On a
+machine with C cores, expect the ratio to fall once N > C. Random actions; auto-reset on.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import multiprocessing as mp
 import os
 import platform
 import sys
@@ -58,10 +62,42 @@ def bench_single(cfg, steps: int) -> dict:
     return {"build_s": build, "reset_s": reset, "steps": steps, "steps_per_s": steps / dt}
 
 
-def bench_vec(cfg, n: int, steps: int, worker_threads: int = 1) -> dict:
+def _free_run(cfg, steps: int, barrier, out) -> None:
+    """One process stepping its own env with no lockstep: build, warm up, wait for the others, time `steps`."""
+    env = make_env(cfg)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        env.step(rng.uniform(-1, 1, 7))
+    barrier.wait()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        _, _, term, trunc, _ = env.step(rng.uniform(-1, 1, 7))
+        if term or trunc:
+            env.reset()
+    out.put(time.perf_counter() - t0)
+
+
+def bench_free(cfg, n: int, steps: int) -> dict:
+    """The machine's ceiling for this env: n processes each stepping their own env, no lockstep, no pipes.
+    Aggregate steps/s = n * steps / (slowest process's time), i.e. what a perfect vectorizer could reach."""
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(n + 1), ctx.Queue()
+    procs = [ctx.Process(target=_free_run, args=(cfg, steps, barrier, out)) for _ in range(n)]
+    for p in procs:
+        p.start()
+    barrier.wait(timeout=600)  # every env built and warmed up: all start stepping together
+    times = [out.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    return {"n": n, "steps_each": steps, "env_steps_per_s": n * steps / max(times), "slowest_s": max(times),
+            "fastest_s": min(times)}
+
+
+def bench_vec(cfg, n: int, steps: int, worker_threads: int = 1, inline: bool = False) -> dict:
     t0 = time.perf_counter()
     venv = VecEnv([functools.partial(make_env, cfg)] * n,
-                  VecEnvConfig(seed=0, step_timeout_s=120, worker_threads=worker_threads))
+                  VecEnvConfig(seed=0, step_timeout_s=120, worker_threads=worker_threads, inline_last=inline))
     venv.reset()
     build = time.perf_counter() - t0
     rng = np.random.default_rng(0)
@@ -85,30 +121,57 @@ def main(argv=None) -> dict:
     p.add_argument("--episode-len", type=int, default=200)
     p.add_argument("--steps", type=int, default=300, help="steps per measurement without cameras")
     p.add_argument("--cam-steps", type=int, default=60, help="steps per measurement with cameras")
+    p.add_argument("--repeats", type=int, default=3, help="interleaved rounds without cameras (medians reported)")
+    p.add_argument("--cam-repeats", type=int, default=1, help="interleaved rounds with cameras")
+    p.add_argument("--no-cameras-only", action="store_true")
     p.add_argument("--worker-threads", type=int, default=1, help="OpenMP/BLAS threads per worker (0 = library default)")
     p.add_argument("--out", default="bench/env_throughput.json")
     args = p.parse_args(argv)
 
-    rows, report = [], {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+    cpus = os.cpu_count() or 1
+    rows, report = [], {"machine": {"cpus": cpus, "platform": platform.platform(),
                                     "mujoco_gl": os.environ.get("MUJOCO_GL")}, "args": vars(args), "results": []}
-    for cameras in (False, True):
+    # Modes per N: "workers" (one worker process per env), "inline" (the last env stepped by the caller,
+    # VecEnvConfig.inline_last), "free" (N independent processes, no lockstep: the machine's ceiling).
+    for cameras in ((False,) if args.no_cameras_only else (False, True)):
         cfg = _env_cfg(args, cameras)
         steps = args.cam_steps if cameras else args.steps
-        single = bench_single(cfg, steps)
-        entry = {"cameras": cameras, "env": dataclasses.asdict(cfg), "single": single, "vec": []}
-        rows.append((cameras, "single", 1, single["steps_per_s"], 1.0, single["build_s"]))
+        rounds = []
+        for _ in range(args.cam_repeats if cameras else args.repeats):
+            # Each round measures single and every mode back to back, so a ratio compares neighbours in time.
+            single = bench_single(cfg, steps)
+            rnd = {"single": single, "modes": []}
+            for n in args.ns:
+                k = max(steps // n, 10)
+                modes = {"workers": bench_vec(cfg, n, k, args.worker_threads),
+                         "inline": bench_vec(cfg, n, k, args.worker_threads, inline=True)}
+                if n <= cpus:
+                    modes["free"] = bench_free(cfg, n, k)
+                for mode, v in modes.items():
+                    v.update(mode=mode, n=n, ratio_vs_n_x_single=v["env_steps_per_s"] / (n * single["steps_per_s"]))
+                    rnd["modes"].append(v)
+            rounds.append(rnd)
+        med = lambda xs: float(np.median(xs))  # noqa: E731
+        entry = {"cameras": cameras, "env": dataclasses.asdict(cfg), "rounds": rounds, "median": []}
+        rows.append((cameras, "single", 1, med([r["single"]["steps_per_s"] for r in rounds]), 1.0, [1.0]))
         for n in args.ns:
-            v = bench_vec(cfg, n, max(steps // n, 10), args.worker_threads)
-            v["ratio_vs_n_x_single"] = v["env_steps_per_s"] / (n * single["steps_per_s"])
-            entry["vec"].append(v)
-            rows.append((cameras, "vec", n, v["env_steps_per_s"], v["ratio_vs_n_x_single"], v["build_and_reset_s"]))
+            for mode in ("workers", "inline", "free"):
+                got = [v for r in rounds for v in r["modes"] if v["n"] == n and v["mode"] == mode]
+                if not got:
+                    continue
+                ratios = [v["ratio_vs_n_x_single"] for v in got]
+                m = {"n": n, "mode": mode, "env_steps_per_s": med([v["env_steps_per_s"] for v in got]),
+                     "ratio_vs_n_x_single": med(ratios), "ratios": ratios}
+                entry["median"].append(m)
+                rows.append((cameras, mode, n, m["env_steps_per_s"], m["ratio_vs_n_x_single"], ratios))
         report["results"].append(entry)
 
     name = f"LIBERO {args.suite} task 0" if args.libero else f"robosuite {args.task}"
-    print(f"{name}, {args.image_size}px cameras (agentview + wrist) where on, {os.cpu_count()} CPUs")
-    print(f"{'cameras':>8} {'mode':>6} {'N':>3} {'env steps/s':>12} {'ratio':>6} {'build s':>8}")
-    for cams, mode, n, sps, ratio, build in rows:
-        print(f"{str(cams):>8} {mode:>6} {n:>3} {sps:12.1f} {ratio:6.2f} {build:8.1f}")
+    print(f"{name}, {args.image_size}px cameras (agentview + wrist) where on, {cpus} CPUs; "
+          f"medians over interleaved rounds (ratio = steps/s / (N x single steps/s of the same round))")
+    print(f"{'cameras':>8} {'mode':>8} {'N':>3} {'env steps/s':>12} {'ratio':>6}  per-round ratios")
+    for cams, mode, n, sps, ratio, ratios in rows:
+        print(f"{str(cams):>8} {mode:>8} {n:>3} {sps:12.1f} {ratio:6.2f}  {' '.join(f'{r:.2f}' for r in ratios)}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2, default=str))
     return report

@@ -36,6 +36,10 @@ class VecEnvConfig:
     """Reset an env as soon as its episode ends (the last obs goes to info["final_obs"])."""
     max_reset_failures: int = 3
     """Consecutive failed resets of one env before the run gives up (a broken config, not bad luck)."""
+    inline_last: bool = False
+    """Step the last env in the calling process instead of a worker: N processes for N envs, not N + 1 (the
+    caller otherwise sits idle while the workers step). That env has no step timeout and shares the caller's
+    threads and OpenGL state; a failure rebuilds it in place. bench/env_throughput.py --inline measures it."""
     worker_threads: int = 1
     """OpenMP / BLAS threads per worker (0 = the libraries' default: all cores each). Physics is single-threaded,
     so more threads per worker only risk oversubscribing the cores when N workers run; on 2 cores the measured
@@ -106,6 +110,53 @@ def _worker(conn, env_fn: Callable[[], Any]) -> None:
                 pass
 
 
+class _InlineConn:
+    """The worker protocol served in the calling process: `send` runs the request at once (the VecEnv sends
+    to every real worker before it reaches this env, so they overlap), `recv` returns the answer."""
+
+    def __init__(self, env_fn: Callable[[], Any]) -> None:
+        self.env_fn, self.env, self._answer = env_fn, None, None
+
+    def send(self, msg) -> None:
+        cmd, payload = msg
+        if cmd == "close":
+            self.close()
+            return
+        try:
+            if self.env is None:
+                self.env = self.env_fn()
+            if cmd == "reset":
+                out = self.env.reset(**payload)
+            elif cmd == "step":
+                out = self.env.step(payload)
+            elif cmd == "call":
+                name, args, kwargs = payload
+                attr = getattr(self.env, name)
+                out = attr(*args, **kwargs) if callable(attr) else attr
+            else:
+                raise ValueError(f"unknown command {cmd!r}")
+            self._answer = ("ok", out)
+        except Exception:  # noqa: BLE001  (same contract as a worker: reported, then the env is rebuilt)
+            self._answer = ("error", traceback.format_exc())
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return self._answer is not None
+
+    def recv(self):
+        if self._answer is None:
+            raise EOFError("no request pending")
+        answer, self._answer = self._answer, None
+        return answer
+
+    def close(self) -> None:
+        env, self.env = self.env, None
+        if env is not None:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
 def stack_obs(obs_list: Sequence[dict]) -> dict:
     """Batch per-env observation dicts: arrays are stacked on a new axis 0, strings become lists."""
     first = obs_list[0]
@@ -139,6 +190,9 @@ class VecEnv:
 
     # ---- worker lifecycle -------------------------------------------------------------------
     def _start(self, i: int) -> None:
+        if self.cfg.inline_last and i == self.num_envs - 1:
+            self._procs[i], self._conns[i] = None, _InlineConn(self.env_fns[i])
+            return
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker, args=(child, self.env_fns[i]), daemon=True)
         with _thread_env(self.cfg.worker_threads):  # read by the child's numpy/MuJoCo at import time

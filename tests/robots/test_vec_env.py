@@ -21,8 +21,10 @@ def _make(fault=None, marker=None, episode_len=4):
     return functools.partial(FakeEnv, episode_len=episode_len, fault=fault, fault_step=2, marker=marker)
 
 
-def test_batching_seeds_and_auto_reset():
-    with VecEnv([_make(), _make()], VecEnvConfig(seed=10)) as venv:
+@pytest.mark.parametrize("inline_last", [False, True])
+def test_batching_seeds_and_auto_reset(inline_last):
+    with VecEnv([_make(), _make()], VecEnvConfig(seed=10, inline_last=inline_last)) as venv:
+        assert (venv._procs[1] is None) == inline_last  # the last env in this process, not a worker
         obs = venv.reset()
         assert obs["images"]["cam"].shape == (2, 8, 8, 3) and obs["images"]["cam"].dtype == np.uint8
         assert obs["proprio"].shape == (2, 2)
@@ -65,6 +67,17 @@ def test_faulty_worker_is_restarted_and_episode_marked_failed(tmp_path, fault):
         # The run goes on: the restarted env steps normally.
         obs, *_ , infos = venv.step(np.zeros((2, 7)))
         assert obs["proprio"][1, 0] == 1 and "worker_failed" not in infos[1]
+
+
+def test_inline_env_that_raises_is_rebuilt_like_a_worker(tmp_path):
+    with VecEnv([_make(), _make("raise", str(tmp_path / "fired"))], VecEnvConfig(inline_last=True)) as venv:
+        venv.reset()
+        venv.step(np.zeros((2, 7)))
+        obs, rew, term, trunc, infos = venv.step(np.zeros((2, 7)))  # t = 2: the inline env raises
+        assert infos[1]["worker_failed"] and trunc[1] and "RuntimeError" in infos[1]["error"]
+        assert obs["proprio"][:, 0].tolist() == [2, 0] and venv.restarts == [0, 1]
+        obs, *_ = venv.step(np.zeros((2, 7)))
+        assert obs["proprio"][:, 0].tolist() == [3, 1]
 
 
 def test_env_that_never_builds_raises_instead_of_looping():
