@@ -7,6 +7,9 @@ same scene:
 * ``noisy``       expert actions + Gaussian noise (sometimes succeeds, often not).
 * ``early_stop``  the expert until a random step, then it freezes in place (stagnation, never succeeds).
 * ``drop``        the expert until the object is lifted, then it opens the gripper (the object falls).
+* ``policy``      a VLA policy's own rollout (``--policy DIR``: a checkpoint such as assets/tiny-vla-lift,
+                  sampled at ``--policy-temperature``): the failure modes of the policy a reward model will
+                  score in RL, which no scripted perturbation reproduces. Not in the default kinds.
 
 Each episode keeps T+1 frames (observation before every action, plus the final one), the env's success
 flag per frame, the gripper command per action, end-effector / object positions and finger opening per
@@ -18,6 +21,8 @@ frame (for pseudo-labels), and a progress label in [0, 1] per frame:
   same seed's clean expert episode, so a frozen arm keeps its progress and a dropped object loses it.
 
     python -m rewards.sim_data --task Lift --seeds 0-39 --out data/rewards/lift.npz
+    python -m rewards.sim_data --task Lift --seeds 1000-1029 --kinds expert,policy \
+        --policy assets/tiny-vla-lift --out data/rewards/lift_policy.npz
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-KINDS = ("expert", "noisy", "early_stop", "drop")
+KINDS = ("expert", "noisy", "early_stop", "drop")  # the default kinds
+ALL_KINDS = KINDS + ("policy",)
+# Steps a non-expert episode may run past the expert's success step before it is cut.
+OVERRUN = {"noisy": 30, "policy": 40}
 # Raw-observation key of the manipulated object per task (the expert's spec has it too).
 OBJECT_KEYS = {"Lift": "cube_pos", "Stack": "cubeA_pos"}
 
@@ -93,8 +101,9 @@ def _episode_from(rec: dict, task: str, instruction: str, kind: str, seed: int) 
 
 
 def rollout(env, expert, task: str, seed: int, kind: str, rng: np.random.Generator, max_steps: int,
-            hold: int = 10, camera: str = "agentview", ref_len: int | None = None, noise: float = 0.4) -> SimEpisode:
-    """Run one episode of `kind` on `seed` (see the module docstring)."""
+            hold: int = 10, camera: str = "agentview", ref_len: int | None = None, noise: float = 0.4,
+            policy=None) -> SimEpisode:
+    """Run one episode of `kind` on `seed` (see the module docstring); `policy(obs) -> action` for kind "policy"."""
     from robots.experts import expert_view  # noqa: PLC0415
 
     obs = env.reset(seed=seed)
@@ -120,7 +129,7 @@ def rollout(env, expert, task: str, seed: int, kind: str, rng: np.random.Generat
         dropped_after = int(rng.integers(0, 3))  # before the object reaches the success height
     held, t = 0, 0
     while t < max_steps:
-        a = expert.act(expert_view(env))
+        a = policy(obs) if kind == "policy" else expert.act(expert_view(env))
         if kind == "noisy":
             a = a.copy()
             a[:3] += rng.normal(0.0, noise, 3)
@@ -141,11 +150,11 @@ def rollout(env, expert, task: str, seed: int, kind: str, rng: np.random.Generat
         t += 1
         rec["grip"].append(float(np.clip(a[6], -1, 1)))
         add(obs, bool(term))
-        if term and kind in ("expert", "noisy"):
+        if term and kind in ("expert", "noisy", "policy"):
             held += 1
             if held > hold:
                 break
-        if kind != "expert" and ref_len is not None and t >= ref_len + (30 if kind == "noisy" else 15):
+        if kind != "expert" and ref_len is not None and t >= ref_len + OVERRUN.get(kind, 15):
             break
     return _episode_from(rec, task, env.instruction, kind, seed)
 
@@ -168,12 +177,28 @@ def label_progress(episodes: list[SimEpisode]) -> None:
 
 
 def generate(task: str = "Lift", seeds=range(4), kinds=KINDS, image_size: int = 84, max_steps: int = 160,
-             hold: int = 10, log=print) -> list[SimEpisode]:
-    """Episodes for every seed and kind (the clean expert of a seed always runs first)."""
+             hold: int = 10, log=print, policy=None) -> list[SimEpisode]:
+    """Episodes for every seed and kind (the clean expert of a seed always runs first).
+
+    `policy` (kind "policy"): a callable on the env's observation dict with attributes `camera` and
+    `image_size`, the camera it was trained on (e.g. tasks.robot_manipulation.policy.load_policy); that
+    camera is rendered at its own size beside the recorded agentview frames."""
     from robots.env import RobosuiteConfig, make_env  # noqa: PLC0415
     from robots.experts import SPECS, PickPlaceExpert  # noqa: PLC0415
 
-    env = make_env(RobosuiteConfig(task=task, cameras=("agentview",), image_size=image_size, max_steps=max_steps + 50))
+    bad = [k for k in kinds if k not in ALL_KINDS]
+    if bad:
+        raise ValueError(f"unknown episode kinds {bad}; choose from {ALL_KINDS}")
+    cameras, sizes = ("agentview",), ()
+    if "policy" in kinds:
+        if policy is None:
+            raise ValueError("kind 'policy' needs a policy (--policy CHECKPOINT_DIR)")
+        if policy.camera != "agentview":
+            cameras, sizes = ("agentview", policy.camera), (image_size, policy.image_size)
+        elif policy.image_size != image_size:
+            raise ValueError(f"policy camera agentview at {policy.image_size} px != recorded frames at {image_size} px")
+    env = make_env(RobosuiteConfig(task=task, cameras=cameras, camera_sizes=sizes, image_size=image_size,
+                                   max_steps=max_steps + 50))
     expert = PickPlaceExpert(SPECS[task])
     out: list[SimEpisode] = []
     t0 = time.perf_counter()
@@ -186,7 +211,8 @@ def generate(task: str = "Lift", seeds=range(4), kinds=KINDS, image_size: int = 
             for kind in kinds:
                 if kind == "expert":
                     continue
-                out.append(rollout(env, expert, task, seed, kind, rng, max_steps, hold, ref_len=ref_len))
+                out.append(rollout(env, expert, task, seed, kind, rng, max_steps, hold, ref_len=ref_len,
+                                   policy=policy))
             log(f"[sim_data] {task} seed {seed}: " + ", ".join(
                 f"{e.kind}={'ok' if e.succeeded else 'fail'}/{len(e) - 1}" for e in out if e.seed == seed)
                 + f"  ({time.perf_counter() - t0:.0f}s)")
@@ -230,14 +256,26 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="record expert + perturbed episodes for reward models")
     p.add_argument("--task", default="Lift", choices=sorted(OBJECT_KEYS))
     p.add_argument("--seeds", default="0-3")
-    p.add_argument("--kinds", default=",".join(KINDS))
+    p.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, from {','.join(ALL_KINDS)}")
     p.add_argument("--image-size", type=int, default=84)
     p.add_argument("--max-steps", type=int, default=160)
     p.add_argument("--out", required=True)
+    p.add_argument("--policy", default=None, help="VLA checkpoint directory for kind 'policy'")
+    p.add_argument("--policy-camera", default="robot0_eye_in_hand")
+    p.add_argument("--policy-image-size", type=int, default=112)
+    p.add_argument("--policy-temperature", type=float, default=0.25, help="0 = greedy")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
-    eps = generate(a.task, parse_seeds(a.seeds), a.kinds.split(","), a.image_size, a.max_steps)
-    meta = {"argv": vars(a), "wall_s": time.perf_counter() - t0}
+    policy = None
+    if a.policy:
+        # The VLA's prompt and action decoding belong to the robot task; loaded before any simulator exists.
+        from tasks.robot_manipulation.policy import load_policy  # noqa: PLC0415
+
+        policy = load_policy(a.policy, camera=a.policy_camera, image_size=a.policy_image_size,
+                             temperature=a.policy_temperature or 1.0, greedy=a.policy_temperature == 0, threads=1)
+    eps = generate(a.task, parse_seeds(a.seeds), a.kinds.split(","), a.image_size, a.max_steps, policy=policy)
+    meta = {"argv": vars(a), "wall_s": time.perf_counter() - t0,
+            "policy_invalid_actions": getattr(policy, "invalid", None)}
     save(eps, a.out, meta)
     n_ok = sum(e.succeeded for e in eps)
     print(json.dumps({"episodes": len(eps), "successes": n_ok, "frames": int(sum(len(e) for e in eps)),

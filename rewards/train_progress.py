@@ -32,6 +32,17 @@ def load_episodes(paths: str):
     return eps
 
 
+def of_kinds(episodes, kinds: str, flag: str):
+    """The episodes whose kind is in the comma-separated `kinds` (all when empty); none left is an error."""
+    if not kinds:
+        return episodes
+    wanted = set(kinds.split(","))
+    out = [e for e in episodes if e.kind in wanted]
+    if not out:
+        raise SystemExit(f"{flag} {kinds}: no episodes of those kinds (have {sorted({e.kind for e in episodes})})")
+    return out
+
+
 def batch_from_pairs(episodes, pairs, references: list[int] | None = None, k: int = 0):
     """(unique frames [U,H,W,3], image_index [(ref_1..ref_k, i, j)], instructions, labels [B, 2 + k + 2]).
 
@@ -67,6 +78,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--reference-frames", type=int, default=0,
                     help="show k frames (0%%..100%%) of another successful episode before every pair (in-context "
                          "reference); evaluation uses the first successful training episode, saved with the model")
+    ap.add_argument("--train-kinds", default="", help="train only on episodes of these kinds (comma-separated, "
+                    "e.g. expert,noisy to leave policy rollouts out); default: all")
+    ap.add_argument("--eval-kinds", default="", help="evaluate only on held-out episodes of these kinds; default: all")
     ap.add_argument("--eval-pairs", type=int, default=512)
     ap.add_argument("--eval-only", default=None, help="evaluate this checkpoint directory on the held-out episodes, no training")
     add_train_args(ap)
@@ -75,6 +89,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     eps = load_episodes(a.data)
     train_eps, test_eps = split_episodes(eps, a.held_out_frac)
+    # Kinds filter after the split, so runs with different filters share the same held-out scenes.
+    train_eps, test_eps = of_kinds(train_eps, a.train_kinds, "--train-kinds"), of_kinds(test_eps, a.eval_kinds, "--eval-kinds")
     print(f"[progress] {len(train_eps)} train episodes (seeds {sorted({e.seed for e in train_eps})}), "
           f"{len(test_eps)} held-out (seeds {sorted({e.seed for e in test_eps})})", flush=True)
     mix = PairMix(**{k: float(v) for k, v in (kv.split("=") for kv in a.mix.split(",") if kv)})
@@ -108,7 +124,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = train(make_model, VLMReward.load, batch_fn, args, eval_fn,
                    loss_weights={"done": a.done_weight}, name="progress")
     result["data"] = {"files": a.data, "train_episodes": len(train_eps), "held_out_episodes": len(test_eps),
-                      "held_out_seeds": sorted({e.seed for e in test_eps})}
+                      "held_out_seeds": sorted({e.seed for e in test_eps}),
+                      "train_kinds": a.train_kinds or "all", "eval_kinds": a.eval_kinds or "all"}
     print(json.dumps({k: result[k] for k in ("step", "train_wall_s")}))
     return result
 

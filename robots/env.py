@@ -62,6 +62,8 @@ class RobosuiteConfig:
     """Cameras rendered into obs["images"]; empty = no rendering (much faster)."""
     image_size: int = 128
     """Height and width of every camera image."""
+    camera_sizes: tuple[int, ...] = ()
+    """Per-camera height and width, in the order of `cameras` (overrides image_size); empty = image_size."""
     max_steps: int = 200
     """Steps before `truncated` is set."""
     control_freq: int = 20
@@ -205,6 +207,9 @@ class RobosuiteEnv(SuiteEnvBase):
             raise ImportError("robosuite is not installed: pip install -e '.[sim]' (see robots/README.md)") from e
 
         render = bool(self.cameras)
+        sizes = list(cfg.camera_sizes) if cfg.camera_sizes else cfg.image_size
+        if cfg.camera_sizes and len(cfg.camera_sizes) != len(self.cameras):
+            raise ValueError(f"camera_sizes {tuple(cfg.camera_sizes)} must give one size per camera {self.cameras}")
         self._env = suite.make(
             cfg.task,
             robots=cfg.robot,
@@ -213,8 +218,8 @@ class RobosuiteEnv(SuiteEnvBase):
             has_offscreen_renderer=render,
             use_camera_obs=render,
             camera_names=list(self.cameras) if render else "agentview",
-            camera_heights=cfg.image_size,
-            camera_widths=cfg.image_size,
+            camera_heights=sizes,
+            camera_widths=sizes,
             control_freq=cfg.control_freq,
             reward_shaping=cfg.reward_shaping,
             # We count steps ourselves (truncated); robosuite must never refuse a step.

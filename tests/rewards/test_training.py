@@ -99,3 +99,18 @@ def test_train_progress_with_reference_frames(synth_file, tmp_path, tiny_model_p
     assert r["step"] == 2 and np.isfinite(r["eval"]["sign_acc"])
     m = VLMReward.load(out / "checkpoints" / "step_0000002")
     assert m.cfg.reference_frames == 3 and m.reference.shape == (3, 56, 56, 3)
+
+
+def test_train_and_eval_kind_filters(synth_file, tmp_path, tiny_model_path):
+    """--train-kinds / --eval-kinds filter after the seed split: the held-out scenes stay the same."""
+    from rewards.train_progress import main
+
+    common = ["--data", synth_file, "--model", tiny_model_path, "--batch", "4", "--save-every", "0",
+              "--eval-pairs", "8", "--held-out-frac", "0.25", "--steps", "1", "--log-every", "1"]
+    full = main(common + ["--out", str(tmp_path / "all")])
+    only = main(common + ["--out", str(tmp_path / "kinds"), "--train-kinds", "expert,drop", "--eval-kinds", "expert"])
+    assert only["data"]["held_out_seeds"] == full["data"]["held_out_seeds"]
+    assert only["data"]["held_out_episodes"] == full["data"]["held_out_episodes"] // 3  # 3 kinds per seed
+    assert only["data"]["train_episodes"] == 2 * full["data"]["train_episodes"] // 3
+    with pytest.raises(SystemExit, match="--eval-kinds policy: no episodes"):
+        main(common + ["--out", str(tmp_path / "none"), "--eval-kinds", "policy"])
