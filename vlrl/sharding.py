@@ -11,6 +11,10 @@ What the trainer needs beyond `fully_shard` itself:
   ones);
 * checkpoints hold the full (unsharded) weights and optimizer state, so a sharded run writes the same
   `save_pretrained` directory as any other and resumes with any number of processes.
+
+A policy partitioned by DeepSpeed ZeRO-3 (vlrl/zero3.py) goes through the same helpers (`is_sharded`,
+`gathered`, `full_model_state`, `full_optimizer_state`, `load_optimizer_state`), so the training loop
+treats both engines alike.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import os
 from contextlib import contextmanager
 
 import torch
+
+from vlrl import zero3
 
 
 def fsdp_version_requested() -> int:
@@ -81,7 +87,8 @@ def fsdp_modules(model: torch.nn.Module) -> list:
 
 
 def is_sharded(model: torch.nn.Module) -> bool:
-    return bool(fsdp_modules(model))
+    """Sharded by FSDP2 or partitioned by DeepSpeed ZeRO-3."""
+    return bool(fsdp_modules(model)) or zero3.engine(model) is not None
 
 
 @contextmanager
@@ -89,6 +96,10 @@ def gathered(model: torch.nn.Module):
     """Full parameters on every process inside (no collectives per forward); sharded again after.
 
     All processes must enter and leave together. A no-op for a model that is not sharded."""
+    if zero3.engine(model) is not None:
+        with zero3.gathered(model):
+            yield model
+        return
     mods = fsdp_modules(model)
     if not mods:
         yield model
@@ -141,6 +152,8 @@ def replicated(params: list) -> list:
 
 def full_model_state(model: torch.nn.Module) -> dict:
     """Collective: the full state dict on rank 0 (CPU tensors), {} elsewhere."""
+    if zero3.engine(model) is not None:
+        return zero3.full_model_state(model)
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
@@ -148,6 +161,8 @@ def full_model_state(model: torch.nn.Module) -> dict:
 
 def full_optimizer_state(model: torch.nn.Module, optimizer) -> dict:
     """Collective: the optimizer's full state (keyed by parameter names) on rank 0, {} elsewhere."""
+    if zero3.engine(model) is not None:
+        return zero3.full_optimizer_state(model, optimizer)
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
     return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
@@ -155,6 +170,9 @@ def full_optimizer_state(model: torch.nn.Module, optimizer) -> dict:
 
 def load_optimizer_state(model: torch.nn.Module, optimizer, state: dict) -> None:
     """Every process passes the same full state (from `full_optimizer_state`); each keeps its shard."""
+    if zero3.engine(model) is not None:
+        zero3.load_optimizer_state(model, optimizer, state, "full")
+        return
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
     set_optimizer_state_dict(model, optimizer, optim_state_dict=state, options=StateDictOptions(full_state_dict=True))

@@ -1,7 +1,8 @@
 """Train a policy with RL: `python vlrl/train.py task=gui_grounding [overrides]`.
 
 Also `accelerate launch vlrl/train.py ...` (one process per device; on a CPU machine use
-`--config_file configs/accelerate/cpu_2proc.yaml`, or fsdp2_cpu_2proc.yaml for FSDP2) and the
+`--config_file configs/accelerate/cpu_2proc.yaml`, fsdp2_cpu_2proc.yaml for FSDP2 or
+deepspeed_zero3_cpu_2proc.yaml for DeepSpeed ZeRO-3) and the
 `vlrl-train` console script. `--cfg job` prints the resolved config,
 `--help-fields` every field with its help.
 
@@ -25,7 +26,7 @@ import time
 import torch
 from omegaconf import OmegaConf
 
-from vlrl import checkpoint
+from vlrl import checkpoint, zero3
 from vlrl.config import Config, compose, field_help, validate
 from vlrl.critic import episode_values, make_critic
 from vlrl.curriculum import SeedCurriculum
@@ -188,7 +189,7 @@ def run(cfg: Config, task) -> dict:
             else:
                 seeds = prompt_seeds(cfg, step, rank, world)
             rollout_stats: dict = {}
-            with gathered(model):  # FSDP2: ragged rollouts cannot run sharded forwards
+            with gathered(model):  # FSDP2 / ZeRO-3: ragged rollouts cannot run sharded forwards
                 episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns,
                                         stats=rollout_stats)
             if hasattr(task, "score_episodes"):  # batched post-rollout rewards (learned reward models)
@@ -266,6 +267,8 @@ def run(cfg: Config, task) -> dict:
         print(f"[vlrl] done: metrics {os.path.join(out_dir, 'metrics.jsonl')}, "
               f"checkpoint {checkpoint.checkpoint_dir(out_dir, final)}, "
               f"curve {os.path.join(out_dir, 'reward_curve.png')}", flush=True)
+    if zero3.engine(model) is not None:
+        zero3.close()
     return last
 
 

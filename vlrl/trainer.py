@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from vlrl import checkpoint, sharding
+from vlrl import checkpoint, sharding, zero3
 from vlrl.algos import aggregate, gae, group_advantages, loss_terms, value_loss
 from vlrl.config import AlgoConfig, Config, TrainerConfig
 from vlrl.episode import Episode, turn_reward
@@ -59,19 +59,26 @@ def start_run(cfg: Config, total_updates: int, can_shard: bool = False) -> Run:
     """Processes, seeds, model (from the checkpoint when resuming), optimizer, scheduler and logger.
 
     Under `accelerate launch` with an FSDP v2 config (configs/accelerate/fsdp2.yaml) and `can_shard`, the
-    policy is sharded with torch's fully_shard (vlrl/sharding.py); other sharding engines stop with an error
-    instead of silently replicating the model."""
+    policy is sharded with torch's fully_shard (vlrl/sharding.py); with a DeepSpeed ZeRO-3 config
+    (configs/accelerate/deepspeed_zero3.yaml) accelerate partitions it (vlrl/zero3.py). Other sharding
+    engines and combinations not wired stop with an error instead of silently replicating the model."""
     from accelerate import Accelerator
     from accelerate.utils import set_seed
     from omegaconf import OmegaConf
 
-    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    deepspeed = zero3.requested()
+    accelerator = zero3.make_accelerator() if deepspeed else Accelerator(cpu=not torch.cuda.is_available())
+    if deepspeed:
+        zero3.check_supported(accelerator, cfg, can_shard)
     fsdp = sharding.fsdp_version_requested()
-    if accelerator.distributed_type.name in ("DEEPSPEED", "MEGATRON_LM") or fsdp == 1 or (fsdp and not can_shard):
+    if (accelerator.distributed_type.name == "MEGATRON_LM" or (accelerator.distributed_type.name == "DEEPSPEED"
+                                                               and not deepspeed)
+            or fsdp == 1 or (fsdp and not can_shard)):
         what = f"FSDP v{fsdp}" if fsdp else accelerator.distributed_type.name
         raise SystemExit(f"vlrl: {what} sharded training is not supported by this entry point "
-                         "(it would silently replicate the model); use FSDP2 with vlrl/train.py "
-                         "(configs/accelerate/fsdp2.yaml) or data parallel (configs/accelerate/multi_gpu.yaml)")
+                         "(it would silently replicate the model); use FSDP2 or DeepSpeed ZeRO-3 with vlrl/train.py "
+                         "(configs/accelerate/fsdp2.yaml, deepspeed_zero3.yaml) or data parallel "
+                         "(configs/accelerate/multi_gpu.yaml)")
     if fsdp and cfg.model.lora.r > 0:
         raise SystemExit("vlrl: FSDP2 with LoRA (model.lora.r > 0) is not supported yet; use data parallel for LoRA")
     if cfg.trainer.threads:
@@ -86,10 +93,14 @@ def start_run(cfg: Config, total_updates: int, can_shard: bool = False) -> Run:
         sharding.shard(model, sharding.reshard_after_forward_requested())
     optimizer = make_optimizer(model, cfg.trainer)
     scheduler = make_scheduler(optimizer, cfg.trainer, total_updates)
+    if deepspeed:
+        zero3.wrap(accelerator, model, optimizer, cfg.trainer)
     start = 0
     if resume_from is not None:
         state = checkpoint.load_state(resume_from)
-        if state.get("optimizer_format") == "full":  # written by a sharded run (keyed by parameter names)
+        if deepspeed:  # either format: ZeRO-3 writes the saved values into its partitions
+            zero3.load_optimizer_state(model, optimizer, state["optimizer"], state.get("optimizer_format", "by_id"))
+        elif state.get("optimizer_format") == "full":  # written by a sharded run (keyed by parameter names)
             sharding.load_optimizer_state(model, optimizer, state["optimizer"])
         else:
             optimizer.load_state_dict(state["optimizer"])
@@ -203,7 +214,7 @@ def _global_max(value: int, device) -> int:
 
 def all_reduce_grads(params: list[torch.nn.Parameter]) -> None:
     """SUM gradients over processes in one flat buffer (params without grad count as zeros)."""
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    if not params or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
     flat = _flatten_dense_tensors(grads)
@@ -269,10 +280,13 @@ def update(
     and returns); `train_policy=False` (critic warm-up) skips the policy loss and keeps a shared
     backbone frozen, so only the critic learns.
 
-    A sharded (FSDP2) model needs the same number of forward/backward passes on every process: a process
-    with fewer micro-batches (or no rows) runs zero-weight passes on `pad_row` (or its first micro-batch).
+    A sharded (FSDP2 or ZeRO-3) model needs the same number of forward/backward passes on every process: a
+    process with fewer micro-batches (or no rows) runs zero-weight passes on `pad_row` (or its first micro-batch).
+    Under ZeRO-3 the engine reduces the policy's gradients, clips them and steps (vlrl/zero3.py).
     """
     device = next(model.parameters()).device
+    engine = zero3.engine(model)
+    forward_model = engine if engine is not None else model  # ZeRO-3: micro-batch bookkeeping is in its forward
     params = [p for p in model.parameters() if p.requires_grad]
     critic_params = [p for p in critic.parameters() if p.requires_grad] if critic is not None else []
     batches = micro_batches(rows, trainer.micro_batch_size)
@@ -296,10 +310,10 @@ def update(
 
     for _ in range(algo.num_iterations):
         for k, mb in enumerate(batches):
-            pad = k >= real  # a zero-weight pass: keeps FSDP's collectives in step across processes
+            pad = k >= real  # a zero-weight pass: keeps FSDP's / ZeRO-3's collectives in step across processes
             loss = torch.zeros((), device=device)
             if train_policy:
-                loss = loss + _policy_loss(model, processor, mb, algo, temperature, ref_model, ignore if pad else note,
+                loss = loss + _policy_loss(forward_model, processor, mb, algo, temperature, ref_model, ignore if pad else note,
                                            int(n_seq), int(n_tok), int(n_mb), max_completion_length)
             if critic is not None:
                 values = critic(processor, [r.row.observation for r in mb], train_backbone=train_policy or critic.separate)
@@ -311,24 +325,34 @@ def update(
                     note("value_loss", v_loss.item() * n_mb)
             if pad:
                 loss = loss * 0.0
-            loss.backward()
+            if engine is not None:
+                zero3.backward(engine, loss)
+            else:
+                loss.backward()
             if not pad:
                 note("loss", loss.item())
-        all_reduce_grads(sharding.replicated(params) + critic_params)
+        # ZeRO-3 has already reduce-scattered the policy's gradients in each backward.
+        all_reduce_grads((sharding.replicated(params) if engine is None else []) + critic_params)
         if critic_params:
             c_norm = torch.nn.utils.clip_grad_norm_(critic_params, trainer.max_grad_norm if trainer.max_grad_norm > 0 else float("inf"))
             if torch.isfinite(c_norm):
                 critic_optimizer.step()
             critic_optimizer.zero_grad(set_to_none=True)
             note("critic_grad_norm", c_norm.item())
-        grad_norm = sharding.clip_grad_norm(params, trainer.max_grad_norm if trainer.max_grad_norm > 0 else float("inf"))
-        if torch.isfinite(grad_norm):
-            if train_policy:
-                optimizer.step()
-            note("skipped_nonfinite", 0.0)
+        if engine is not None:
+            # The engine clips to trainer.max_grad_norm and skips a non-finite step itself (critics are refused
+            # under ZeRO-3, so train_policy is always true here).
+            grad_norm = zero3.step(engine)
+            note("skipped_nonfinite", 0.0 if torch.isfinite(grad_norm) else 1.0)
         else:
-            # A NaN/inf loss or gradient would poison the weights: skip this step, keep going.
-            note("skipped_nonfinite", 1.0)
+            grad_norm = sharding.clip_grad_norm(params, trainer.max_grad_norm if trainer.max_grad_norm > 0 else float("inf"))
+            if torch.isfinite(grad_norm):
+                if train_policy:
+                    optimizer.step()
+                note("skipped_nonfinite", 0.0)
+            else:
+                # A NaN/inf loss or gradient would poison the weights: skip this step, keep going.
+                note("skipped_nonfinite", 1.0)
         note("grad_norm", grad_norm.item())
         if train_policy:
             scheduler.step()

@@ -4,11 +4,15 @@ Used by test_distributed.py:
     python tests/vlrl/dist_update.py OUT LOSS_TYPE MICRO_BATCH [SPLIT]
     accelerate launch --config_file configs/accelerate/cpu_2proc.yaml tests/vlrl/dist_update.py OUT LOSS_TYPE MICRO_BATCH [SPLIT]
     accelerate launch --config_file configs/accelerate/fsdp2_cpu_2proc.yaml tests/vlrl/dist_update.py ...
+    accelerate launch --config_file configs/accelerate/deepspeed_zero3_cpu_2proc.yaml tests/vlrl/dist_update.py ...
 Every process builds the same global batch of episodes (same seeds), then keeps its contiguous share:
-SPLIT "even" (default) or "uneven" (2 processes: 10 rows and 6 rows, so a sharded run pads micro-batches).
-Under an FSDP2 launch the model is sharded first (vlrl/sharding.py).
+SPLIT "even" (default) or "uneven" (2 processes: 10 rows and 6 rows, so a sharded run pads micro-batches),
+or "nan" (even, but first an update whose loss is NaN, which must be skipped, then the normal one).
+Under an FSDP2 launch the model is sharded first (vlrl/sharding.py); under a DeepSpeed launch accelerate
+partitions it with ZeRO-3 (vlrl/zero3.py).
 """
 
+import math
 import os
 import sys
 
@@ -18,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from accelerate import Accelerator  # noqa: E402
 
-from vlrl import sharding  # noqa: E402
+from vlrl import sharding, zero3  # noqa: E402
 from vlrl.config import AlgoConfig, ModelConfig, RolloutConfig, TrainerConfig  # noqa: E402
 from vlrl.models import load_model, load_processor  # noqa: E402
 from vlrl.rollout import make_engine, run_episodes  # noqa: E402
@@ -29,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def main(out: str, loss_type: str, micro_batch: int, split: str = "even") -> None:
     torch.set_num_threads(1)
-    acc = Accelerator(cpu=True)
+    acc = zero3.make_accelerator() if zero3.requested() else Accelerator(cpu=True)
     rank, world = acc.process_index, acc.num_processes
     model_cfg = ModelConfig(path=os.path.join(ROOT, "assets", "tiny-qwen2.5-vl"))
     processor, model = load_processor(model_cfg), load_model(model_cfg)
@@ -62,12 +66,30 @@ def main(out: str, loss_type: str, micro_batch: int, split: str = "even") -> Non
         sharding.shard(model)
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
     sched = make_scheduler(opt, trainer, 1)
+    if zero3.requested():
+        zero3.wrap(acc, model, opt, trainer)
+    partitioned = zero3.partitioned_count(model)  # ZeRO-3: parameters this process holds only a slice of
+    if zero3.requested() and world > 1:
+        # Ragged rollouts on full weights: rank r runs r + 1 groups. Any collective per forward would hang or
+        # fail here; the update below then needs the partitioned weights back, unchanged.
+        with sharding.gathered(model):
+            run_episodes(engine, lambda: make_env(Config(), "train"), list(range(rank + 1)), algo.group_size)
+    skipped = 0.0
+    if split == "nan":
+        clean = rows[0].old_logprobs
+        rows[0].old_logprobs = [math.nan] * len(clean)
+        skipped = update(model, processor, opt, sched, rows, algo, trainer, rollout.max_new_tokens, 1.0)["skipped_nonfinite"]
+        rows[0].old_logprobs = clean
     update(model, processor, opt, sched, rows, algo, trainer, rollout.max_new_tokens, 1.0)
     after = sharding.full_model_state(model) if sharding.is_sharded(model) else model.state_dict()
     if rank == 0:
         delta = torch.cat([(after[k].detach() - before[k]).flatten() for k in sorted(before)])
-        torch.save({"delta": delta, "world": world, "sharded": sharding.is_sharded(model)}, out)
+        torch.save({"delta": delta, "world": world, "sharded": sharding.is_sharded(model), "partitioned": partitioned,
+                    "skipped": skipped},
+                   out)
     acc.wait_for_everyone()
+    if zero3.requested():
+        zero3.close()
 
 
 if __name__ == "__main__":

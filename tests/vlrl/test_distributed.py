@@ -4,6 +4,7 @@ Same batch of episodes: a 2-process CPU run (gloo) and a 1-process run with grad
 over the same micro-batches must give the same parameter update, for every loss type.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -76,8 +77,12 @@ def test_fsdp2_training_run_saves_full_weights_and_resumes(tmp_path):
               f"hydra.searchpath=[file://{ROOT}/tests/configs]", "trainer.prompts_per_step=1", "algo.group_size=4",
               "rollout.max_new_tokens=6", f"trainer.output_dir={out}", "trainer.progress=false", "trainer.save_every=1"]
     assert "processes=2" in _launch("fsdp2_cpu_2proc.yaml", *common, "trainer.steps=1").stdout
-    _launch("fsdp2_cpu_2proc.yaml", *common, "trainer.steps=2")  # resumes from step 1 (trainer.resume=auto)
-    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    first = (out / "metrics.jsonl").read_text().splitlines()
+    proc = _launch("fsdp2_cpu_2proc.yaml", *common, "trainer.steps=2", "trainer.resume=auto")  # resumes from step 1
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    # step 1's row kept as written, one new row for step 2: the run continued instead of starting over
+    assert len(first) == 1 and lines[0] == first[0] and [json.loads(x)["step"] for x in lines] == [1, 2], lines
+    assert "resuming from" in proc.stdout and "step_0000001" in proc.stdout, proc.stdout[-2000:]
     ckpt = out / "checkpoints" / "step_0000002"
     state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
     assert state["optimizer_format"] == "full" and state["step"] == 2

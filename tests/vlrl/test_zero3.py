@@ -1,0 +1,139 @@
+"""DeepSpeed ZeRO-3 through accelerate (vlrl/zero3.py), for real: 2 CPU processes on DeepSpeed's CPU accelerator
+(gloo), launched with configs/accelerate/deepspeed_zero3_cpu_2proc.yaml.
+
+Same checks as the FSDP2 ones in test_distributed.py: the same parameter update as one process with gradient
+accumulation, padding of uneven micro-batches, and a training run that saves full weights and resumes exactly.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (pip install -e '.[deepspeed]')")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "tests", "vlrl", "dist_update.py")
+ACCELERATE = os.path.join(os.path.dirname(sys.executable), "accelerate")
+ZERO3 = os.path.join(ROOT, "configs", "accelerate", "deepspeed_zero3_cpu_2proc.yaml")
+DP = os.path.join(ROOT, "configs", "accelerate", "cpu_2proc.yaml")
+
+
+def _env():
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, DS_ACCELERATOR="cpu")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def _run(cmd, ok=True):
+    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    if ok:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _launch(config: str, *args: str, ok=True):
+    return _run([ACCELERATE, "launch", "--config_file", config,
+                 "--main_process_port", str(29500 + (os.getpid() + hash(args)) % 2000), *args], ok=ok)
+
+
+def _delta(path, world: int, sharded: bool) -> torch.Tensor:
+    """The saved parameter change, after checking the run really had `world` processes and, for ZeRO-3, that
+    parameters really were partitioned (a launcher that silently starts one process, or a ZeRO-3 that keeps
+    every tensor whole, would make the comparison pass trivially)."""
+    d = torch.load(path)
+    assert (d["world"], d["sharded"]) == (world, sharded), (d["world"], d["sharded"])
+    if sharded:
+        assert d["partitioned"] > 0, "no parameter was partitioned"
+    return d["delta"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
+def test_zero3_two_processes_equal_one_with_accumulation(tmp_path, loss_type):
+    one, two = tmp_path / "one.pt", tmp_path / "two.pt"
+    # 16 rows; micro-batch 4: 1 process = 4 accumulated micro-batches, 2 ZeRO-3 processes = 2 each.
+    _run([sys.executable, SCRIPT, str(one), loss_type, "4"])
+    _launch(ZERO3, SCRIPT, str(two), loss_type, "4")
+    d1, d2 = _delta(one, world=1, sharded=False), _delta(two, world=2, sharded=True)
+    assert d1.abs().max() > 1e-4, "the update must not be trivially zero"
+    assert torch.allclose(d1, d2, atol=1e-5, rtol=0), (d1 - d2).abs().max().item()
+
+
+@pytest.mark.slow
+def test_zero3_pads_uneven_micro_batches_like_data_parallel(tmp_path):
+    # 10 rows vs 6 rows at micro-batch 3: 4 vs 2 micro-batches. Every ZeRO-3 backward reduce-scatters, so rank 1
+    # runs two zero-weight passes; data parallel needs none. Same update either way.
+    dp, z3 = tmp_path / "dp.pt", tmp_path / "z3.pt"
+    _launch(DP, SCRIPT, str(dp), "bnpo", "3", "uneven")
+    _launch(ZERO3, SCRIPT, str(z3), "bnpo", "3", "uneven")
+    d1, d2 = _delta(dp, world=2, sharded=False), _delta(z3, world=2, sharded=True)
+    assert d1.abs().max() > 1e-4
+    assert torch.allclose(d1, d2, atol=1e-5, rtol=0), (d1 - d2).abs().max().item()
+
+
+@pytest.mark.slow
+def test_zero3_skips_a_nonfinite_step_like_one_process(tmp_path):
+    # A NaN loss: the engine must skip that step (and drop its gradients), then the next update is the same as
+    # one process's.
+    one, two = tmp_path / "one.pt", tmp_path / "two.pt"
+    _run([sys.executable, SCRIPT, str(one), "grpo", "4", "nan"])
+    _launch(ZERO3, SCRIPT, str(two), "grpo", "4", "nan")
+    assert torch.load(one)["skipped"] == 1.0 and torch.load(two)["skipped"] == 1.0
+    d1, d2 = _delta(one, world=1, sharded=False), _delta(two, world=2, sharded=True)
+    assert d1.abs().max() > 1e-4
+    assert torch.allclose(d1, d2, atol=1e-5, rtol=0), (d1 - d2).abs().max().item()
+
+
+def _train_args(out, *extra):
+    return [os.path.join(ROOT, "vlrl", "train.py"), "task=toy", "model=tiny",
+            f"hydra.searchpath=[file://{ROOT}/tests/configs]", "trainer.prompts_per_step=1", "algo.group_size=4",
+            "rollout.max_new_tokens=6", f"trainer.output_dir={out}", "trainer.progress=false", "trainer.save_every=1",
+            *extra]
+
+
+@pytest.mark.slow
+def test_zero3_training_run_saves_full_weights_and_resumes_exactly(tmp_path):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert "processes=2" in _launch(ZERO3, *_train_args(straight, "trainer.steps=2")).stdout
+    # The same run stopped after step 1: its step-1 checkpoint, resumed to step 2 (trainer.resume=auto).
+    (resumed / "checkpoints").mkdir(parents=True)
+    shutil.copytree(straight / "checkpoints" / "step_0000001", resumed / "checkpoints" / "step_0000001")
+    proc = _launch(ZERO3, *_train_args(resumed, "trainer.steps=2", "trainer.resume=auto"))
+    assert "resuming from" in proc.stdout
+
+    ckpt = resumed / "checkpoints" / "step_0000002"
+    state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+    assert state["optimizer_format"] == "full" and state["step"] == 2
+    assert state["optimizer"]["state"], "Adam moments must be saved"
+    from safetensors.torch import load_file
+
+    from vlrl.config import ModelConfig
+    from vlrl.models import load_model
+
+    load_model(ModelConfig(path=os.path.join(ROOT, "assets", "tiny-qwen2.5-vl"))).save_pretrained(tmp_path / "plain")
+    saved, plain = load_file(str(ckpt / "model.safetensors")), load_file(str(tmp_path / "plain" / "model.safetensors"))
+    # The same full (unpartitioned) tensors a plain save writes, and training moved them.
+    assert saved.keys() == plain.keys()
+    assert all(saved[k].shape == plain[k].shape for k in saved)
+    assert any(not torch.equal(saved[k], plain[k]) for k in saved)
+    # Resuming restores weights, Adam moments and step counts, scheduler and RNG: step 2 is the same as without
+    # the stop.
+    other = load_file(str(straight / "checkpoints" / "step_0000002" / "model.safetensors"))
+    assert max((saved[k] - other[k]).abs().max().item() for k in saved) == 0.0
+    m1 = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
+    m2 = [json.loads(line) for line in (resumed / "metrics.jsonl").read_text().splitlines()]
+    assert len(m1) == 2 and [m["step"] for m in m2] == [2]
+    assert m1[1]["loss"] == m2[0]["loss"] and m1[1]["grad_norm"] == m2[0]["grad_norm"]
+
+
+@pytest.mark.slow
+def test_zero3_refuses_the_ppo_critic_with_a_clear_error(tmp_path):
+    proc = _launch(ZERO3, *_train_args(tmp_path / "run", "trainer.steps=1", "algo.advantage=gae", "algo.scale=batch"),
+                   ok=False)
+    assert proc.returncode != 0
+    assert "algo.advantage=gae" in proc.stdout + proc.stderr
