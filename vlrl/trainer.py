@@ -71,9 +71,7 @@ def start_run(cfg: Config, total_updates: int, can_shard: bool = False) -> Run:
     if deepspeed:
         zero3.check_supported(accelerator, cfg, can_shard)
     fsdp = sharding.fsdp_version_requested()
-    if (accelerator.distributed_type.name == "MEGATRON_LM" or (accelerator.distributed_type.name == "DEEPSPEED"
-                                                               and not deepspeed)
-            or fsdp == 1 or (fsdp and not can_shard)):
+    if accelerator.distributed_type.name == "MEGATRON_LM" or fsdp == 1 or (fsdp and not can_shard):
         what = f"FSDP v{fsdp}" if fsdp else accelerator.distributed_type.name
         raise SystemExit(f"vlrl: {what} sharded training is not supported by this entry point "
                          "(it would silently replicate the model); use FSDP2 or DeepSpeed ZeRO-3 with vlrl/train.py "

@@ -24,7 +24,6 @@ update itself, as it does for data parallel and FSDP2 (vlrl/trainer.py), which n
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 
 import torch
@@ -33,8 +32,11 @@ _ENGINE = "_vlrl_zero3_engine"
 
 
 def requested() -> bool:
-    """Was this process started by `accelerate launch` with a DeepSpeed config?"""
-    return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() in ("1", "true")
+    """Was this process started by `accelerate launch` with a DeepSpeed config? (accelerate's own reading of the
+    variable, so this agrees with the accelerator's distributed type)"""
+    from accelerate.utils import parse_flag_from_env
+
+    return parse_flag_from_env("ACCELERATE_USE_DEEPSPEED")
 
 
 def make_accelerator():

@@ -4,8 +4,9 @@ Used to record the policy's own rollouts as reward-model data (``python -m rewar
 a reward model trained only on scripted experts and their perturbations has never seen how the policy
 it will reward actually fails (the tiny BC policy stalls over the cube with the gripper open).
 
-The prompt, the constrained decoding and the action decoding are the task's own (env.py), so the policy
-acts here exactly as it does under `vlrl/train.py task=robot_manipulation` at the same temperature.
+The observation (prompt + constrained decoding) and the action decoding are the task's own (env.py, from
+a task Config), so the policy acts here exactly as it does under `vlrl/train.py task=robot_manipulation`
+at the same temperature.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .action_tokenizer import STATS_FILE, ActionStats, ActionTokenizer, response_to_action
-from .env import action_constraint, vla_observation
+from .action_tokenizer import STATS_FILE, response_to_action
+from .config import Config
+from .env import action_tokenizer, hf_tokenizer, observation
 
 
 @dataclass
@@ -24,18 +26,23 @@ class VLAPolicy:
     """Callable on a robots.env observation dict (``images``, ``instruction``); returns a 7-D action."""
 
     engine: object  # vlrl.rollout engine
-    tok: ActionTokenizer
-    eos_ids: list[int]
-    camera: str  # the camera the policy was trained on
-    image_size: int  # its image height and width
+    task: Config  # tokenizer, action statistics, camera and image size of the policy
     greedy: bool = False
     invalid: int = 0  # responses that did not decode to an action (acted as a no-op, as the task env does)
 
+    @property
+    def camera(self) -> str:
+        return self.task.camera
+
+    @property
+    def image_size(self) -> int:
+        return self.task.image_size
+
     def __call__(self, obs: dict) -> np.ndarray:
-        o = vla_observation(obs["images"][self.camera], obs["instruction"],
-                            allowed_ids=action_constraint(self.tok, self.eos_ids))
+        o = observation(self.task, obs["images"][self.camera], obs["instruction"], {})
         sample = self.engine.generate([o], n=1, greedy=self.greedy)[0][0]
-        action = response_to_action(sample.response_ids, self.tok, set(self.eos_ids))
+        eos = {hf_tokenizer(self.task.tokenizer_path).eos_token_id}
+        action = response_to_action(sample.response_ids, action_tokenizer(self.task), eos)
         if action is None:
             self.invalid += 1
             return np.zeros(7)
@@ -56,16 +63,12 @@ def load_policy(path: str, camera: str = "robot0_eye_in_hand", image_size: int =
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
-    root = resolve_path(path)
-    stats_file = resolve_path(stats_path) if stats_path else os.path.join(root, STATS_FILE)
+    stats_file = resolve_path(stats_path) if stats_path else os.path.join(resolve_path(path), STATS_FILE)
     if not os.path.exists(stats_file):
         raise FileNotFoundError(f"policy {path!r}: no action statistics at {stats_file} (pass stats_path)")
+    task = Config(tokenizer_path=path, stats_path=stats_file, camera=camera, image_size=image_size)
     mcfg = ModelConfig(path=path)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    processor = load_processor(mcfg)
     model = load_model(mcfg, device, trainable=False)
-    engine = make_engine(RolloutConfig(max_new_tokens=8, temperature=temperature), model, processor)
-    eos_ids = [processor.tokenizer.eos_token_id]  # the task env's constraint and decoding use this one
-    tok = ActionTokenizer(len(processor.tokenizer), ActionStats.load(stats_file), gripper_dim=6,
-                          gripper_close_positive=True)
-    return VLAPolicy(engine, tok, eos_ids, camera, image_size, greedy)
+    engine = make_engine(RolloutConfig(max_new_tokens=8, temperature=temperature), model, load_processor(mcfg))
+    return VLAPolicy(engine, task, greedy)
