@@ -8,8 +8,8 @@ measured recipe in shared/ENVIRONMENT.md: text 2 layers x 128 (2 heads of 64), v
 with full attention in every block, patch 14, merge 2, and interleaved M-RoPE (`mrope_section=[1]*32`),
 which localises ~2x faster than the chunked default when training from scratch.
 
-The embeddings of the integer tokens 0..1023 (tied with the output head) start as a sinusoidal
-code of their value, so that nearby numbers start close: a from-scratch model then predicts
+The embeddings of the integer tokens 0..1023, with and without a leading space (tied with the
+output head), start as a sinusoidal code of their value, so that nearby numbers start close: a from-scratch model then predicts
 coordinates as a smooth bump around the right value instead of learning ~450 unrelated classes.
 """
 
@@ -109,8 +109,14 @@ def build_tokenizer(out: Path):
     return fast
 
 
-def init_number_embeddings(model, tokenizer, max_period: float = 2048.0, min_period: float = 4.0) -> None:
-    """Sinusoidal value code for the integer tokens, at the norm of the random embeddings."""
+def init_number_embeddings(model, tokenizer, max_period: float = 2048.0, min_period: float = 4.0,
+                           space_offset: float = 0.5) -> None:
+    """Sinusoidal value code for the integer tokens "n" and " n", at the norm of the random embeddings.
+
+    JSON answers use both forms ("[32, 65, ...": "32" then " 65"), so both need the value code. The
+    space form adds a fixed random direction: tied rows must differ, or the output head would give
+    "n" and " n" the same logit and sampling would mix the two spellings.
+    """
     import math
 
     import torch
@@ -119,12 +125,18 @@ def init_number_embeddings(model, tokenizer, max_period: float = 2048.0, min_per
     dim = emb.shape[1]
     half = dim // 2
     periods = torch.tensor([min_period * (max_period / min_period) ** (k / (half - 1)) for k in range(half)])
-    ids = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(str(n))[0]) for n in range(MAX_SINGLE_TOKEN_INT)]
     values = torch.arange(MAX_SINGLE_TOKEN_INT, dtype=torch.float32)[:, None]
     angles = 2 * math.pi * values / periods[None, :]
     code = torch.cat([angles.sin(), angles.cos()], dim=1) / math.sqrt(half)  # unit norm
-    with torch.no_grad():
-        emb[ids] = code * emb.norm(dim=1).mean()
+    scale = emb.norm(dim=1).mean()
+    space_dir = torch.randn(dim, generator=torch.Generator().manual_seed(1))
+    space_dir = space_dir / space_dir.norm()
+    spaced = code + space_offset * space_dir
+    spaced = spaced / spaced.norm(dim=1, keepdim=True)
+    for prefix, rows in (("", code), (" ", spaced)):
+        ids = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(prefix + str(n))[0]) for n in range(MAX_SINGLE_TOKEN_INT)]
+        with torch.no_grad():
+            emb[ids] = rows * scale
 
 
 def build(out: Path, seed: int = 0) -> None:
@@ -140,7 +152,7 @@ def build(out: Path, seed: int = 0) -> None:
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(out)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    missing = [n for n in range(MAX_SINGLE_TOKEN_INT) if len(tokenizer(str(n))["input_ids"]) != 1]
+    missing = [p + str(n) for p in ("", " ") for n in range(MAX_SINGLE_TOKEN_INT) if len(tokenizer(p + str(n))["input_ids"]) != 1]
     if missing:
         raise RuntimeError(f"integers not single tokens: {missing[:10]}...")
 

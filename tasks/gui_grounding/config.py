@@ -51,7 +51,7 @@ class ScoringConfig:
 class Config(ScoringConfig):
     """GUI grounding on synthetic screens (or a user JSONL), GUI-G1 rewards."""
 
-    data: str = doc_field("'synthetic' (the generator) or a path to a JSONL file of records", default="synthetic")
+    data: str = doc_field("'synthetic' (the generator), 'blocks' (one plain block: warm-up for models trained from scratch) or a path to a JSONL file of records", default="synthetic")
     eval_data: str | None = doc_field("eval source: None = held-out part of `data`; or 'synthetic' / a JSONL path")
     eval_examples: int = doc_field("number of held-out synthetic screens in the eval split", default=256)
     jsonl_eval_fraction: float = doc_field("share of JSONL records (without a 'split' field) held out for eval", default=0.1)
@@ -85,7 +85,7 @@ class Config(ScoringConfig):
         if "icon" not in self.kinds and self.n_widgets[1] > sum(len(LABEL_POOLS[k]) for k in set(self.kinds)):
             raise ValueError(f"n_widgets: {self.n_widgets[1]} widgets exceed the text labels available for kinds {list(self.kinds)}")
         if not self.data:
-            raise ValueError("data: must be 'synthetic' or a path to a .jsonl file")
+            raise ValueError("data: must be 'synthetic', 'blocks' or a path to a .jsonl file")
         if self.eval_examples < 1:
             raise ValueError(f"eval_examples: must be >= 1, got {self.eval_examples}")
         if not 0.0 < self.jsonl_eval_fraction < 1.0:

@@ -187,6 +187,10 @@ def make_source(cfg, split: str):
     spec = cfg.data if split == "train" or cfg.eval_data is None else cfg.eval_data
     if spec == "synthetic":
         return SyntheticSource(cfg, split)
+    if spec == "blocks":
+        from .blocks import BlocksSource
+
+        return BlocksSource(cfg, split)
     if split == "eval" and cfg.eval_data is not None:
         return JsonlSource(spec, None)  # a separate eval file is used whole
     return JsonlSource(spec, split, cfg.jsonl_eval_fraction)

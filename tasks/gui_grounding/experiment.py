@@ -30,24 +30,44 @@ def _hits(episodes) -> list[float]:
     return [float(ep.turns[0].info.get("hit", 0.0)) for ep in episodes]
 
 
-def _eval(overrides: list[str], n: int, output: Path) -> tuple[dict, list[float]]:
+def fixed_click_baseline(infos: list[dict], grid: int = 19) -> dict:
+    """Best constant answer: the click at one relative point (fx, fy) of every screen, the point
+    chosen on these very screens from a `grid` x `grid` lattice (so an upper bound for any model
+    that ignores the image). A policy below it has not learned to localise.
+
+    infos: observation infos with `gt_box` and `image_size` in the model frame.
+    """
+    best = (-1.0, 0.0, 0.0)
+    for fx in [(i + 0.5) / grid for i in range(grid)]:
+        for fy in [(j + 0.5) / grid for j in range(grid)]:
+            hits = 0
+            for info in infos:
+                (w, h), (x1, y1, x2, y2) = info["image_size"], info["gt_box"]
+                hits += x1 <= fx * w <= x2 and y1 <= fy * h <= y2
+            best = max(best, (hits / len(infos), fx, fy))
+    return {"accuracy": best[0], "point": [round(best[1], 3), round(best[2], 3)], "screens": len(infos)}
+
+
+def _eval(overrides: list[str], n: int, output: Path) -> tuple[dict, list]:
     cfg, task = validate(compose(overrides + [f"eval.num_examples={n}", f"task.eval_examples={n}", f"eval.output={output}"]))
     report, episodes = evaluate(cfg, task)
     assert report["count"] == n, f"evaluated {report['count']} screens, wanted {n}"
     write_report(report, episodes, cfg, task, str(output))
-    return report, _hits(episodes)
+    return report, episodes
 
 
 def learn(out: Path, overrides: list[str], n_eval: int) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    before, hits0 = _eval(BASE + overrides, n_eval, out / "eval_before.json")
+    before, episodes0 = _eval(BASE + overrides, n_eval, out / "eval_before.json")
+    hits0 = _hits(episodes0)
     cfg, task = validate(compose(BASE + overrides + [f"trainer.output_dir={out / 'run'}", "trainer.progress=false"]))
     t1 = time.perf_counter()
     run(cfg, task)
     train_s = time.perf_counter() - t1
     final = out / "run" / "checkpoints" / f"step_{cfg.trainer.steps:07d}"
-    after, hits1 = _eval(BASE + overrides + [f"model.path={final}"], n_eval, out / "eval_after.json")
+    after, episodes1 = _eval(BASE + overrides + [f"model.path={final}"], n_eval, out / "eval_after.json")
+    hits1 = _hits(episodes1)
     diffs = [b - a for a, b in zip(hits0, hits1)]
     mean_d = sum(diffs) / len(diffs)
     se_d = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / (len(diffs) - 1) / len(diffs))
@@ -59,6 +79,7 @@ def learn(out: Path, overrides: list[str], n_eval: int) -> dict:
         "after": {k: after.get(k) for k in ("overall", "stderr", "mean_iou", "mean_area_ratio", "big_box_rate", "parse_failure_rate")},
         "gain_points": 100 * mean_d,
         "gain_stderr_points": 100 * se_d,  # paired: the same screens before and after
+        "fixed_click_baseline": fixed_click_baseline([ep.turns[0].observation.info for ep in episodes0]),
         "train_wall_s": round(train_s, 1),
         "total_wall_s": round(time.perf_counter() - t0, 1),
         "reward_curve": str(out / "run" / "reward_curve.png"),
