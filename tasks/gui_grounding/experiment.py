@@ -56,12 +56,14 @@ def _eval(overrides: list[str], n: int, output: Path) -> tuple[dict, list]:
     return report, episodes
 
 
-def learn(out: Path, overrides: list[str], n_eval: int) -> dict:
+def learn(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = ()) -> dict:
     out.mkdir(parents=True, exist_ok=True)
+    train_only = list(train_only)
     t0 = time.perf_counter()
     before, episodes0 = _eval(BASE + overrides, n_eval, out / "eval_before.json")
     hits0 = _hits(episodes0)
-    cfg, task = validate(compose(BASE + overrides + [f"trainer.output_dir={out / 'run'}", "trainer.progress=false"]))
+    cfg, task = validate(compose(BASE + overrides + train_only + [f"trainer.output_dir={out / 'run'}",
+                                                                         "trainer.progress=false"]))
     t1 = time.perf_counter()
     run(cfg, task)
     train_s = time.perf_counter() - t1
@@ -73,6 +75,7 @@ def learn(out: Path, overrides: list[str], n_eval: int) -> dict:
     se_d = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / (len(diffs) - 1) / len(diffs))
     summary = {
         "overrides": overrides,
+        "train_only_overrides": train_only,
         "seed": cfg.trainer.seed,
         "held_out_screens": n_eval,
         "before": {k: before.get(k) for k in ("overall", "stderr", "mean_iou", "mean_area_ratio", "big_box_rate", "parse_failure_rate")},
@@ -89,9 +92,9 @@ def learn(out: Path, overrides: list[str], n_eval: int) -> dict:
     return summary
 
 
-def ablate(out: Path, overrides: list[str], n_eval: int) -> dict:
-    full = learn(out / "hit_iou_box", overrides + ["task.reward_terms=[hit,iou,box]"], n_eval)
-    hit = learn(out / "hit_only", overrides + ["task.reward_terms=[hit]"], n_eval)
+def ablate(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = ()) -> dict:
+    full = learn(out / "hit_iou_box", overrides + ["task.reward_terms=[hit,iou,box]"], n_eval, train_only)
+    hit = learn(out / "hit_only", overrides + ["task.reward_terms=[hit]"], n_eval, train_only)
     table = {name: {"accuracy": s["after"]["overall"], "stderr": s["after"]["stderr"], "mean_iou": s["after"]["mean_iou"],
                     "area_ratio": s["after"]["mean_area_ratio"], "big_box_rate": s["after"]["big_box_rate"],
                     "gain_points": s["gain_points"]}
@@ -106,8 +109,11 @@ def main() -> None:
     parser.add_argument("mode", choices=["learn", "ablate"])
     parser.add_argument("--out", type=Path, default=Path("runs/gui_rl"))
     parser.add_argument("--eval", type=int, default=1000, help="held-out screens (same ones before and after)")
+    parser.add_argument("--train-only", action="append", default=[], metavar="KEY=VALUE",
+                        help="override applied to training but not to the held-out evaluation "
+                             "(e.g. task.n_widgets=[2,3] to train where the instruction decides the target)")
     args, overrides = parser.parse_known_args()
-    (learn if args.mode == "learn" else ablate)(args.out, overrides, args.eval)
+    (learn if args.mode == "learn" else ablate)(args.out, overrides, args.eval, args.train_only)
 
 
 if __name__ == "__main__":

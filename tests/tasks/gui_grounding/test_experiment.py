@@ -10,3 +10,24 @@ def test_fixed_click_baseline_golden():
     assert r["point"] in ([0.25, 0.25], [0.75, 0.75])
     # Relative points scale with each screen: (0.75, 0.75) of a 200x40 screen is (150, 30).
     assert fixed_click_baseline([{"image_size": [200, 40], "gt_box": [140, 20, 160, 40]}], grid=2)["point"] == [0.75, 0.75]
+
+
+def test_train_only_overrides_reach_training_but_not_the_held_out_eval(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from tasks.gui_grounding import experiment
+
+    evals, trained = [], []
+
+    def fake_eval(overrides, n, output):
+        evals.append(list(overrides))
+        turn = SimpleNamespace(info={"hit": 1.0}, observation=SimpleNamespace(info={"image_size": [10, 10], "gt_box": [0, 0, 5, 5]}))
+        report = {"overall": 1.0, "stderr": 0.0}
+        return report, [SimpleNamespace(turns=[turn])] * n
+
+    monkeypatch.setattr(experiment, "_eval", fake_eval)
+    monkeypatch.setattr(experiment, "run", lambda cfg, task: trained.append(cfg))
+    summary = experiment.learn(tmp_path, ["trainer.steps=3"], 4, ["task.n_widgets=[2,3]"])
+    assert list(trained[0].task.n_widgets) == [2, 3] and trained[0].trainer.steps == 3
+    assert len(evals) == 2 and not any("task.n_widgets=[2,3]" in o for o in evals[0] + evals[1])
+    assert summary["train_only_overrides"] == ["task.n_widgets=[2,3]"] and summary["held_out_screens"] == 4
