@@ -174,8 +174,31 @@ def read_metrics(path: str | os.PathLike, keys: list[str] | None = None) -> list
     return out
 
 
+def trailing_mean(values: list[float], window: int) -> list[float]:
+    """Mean of the last `window` values at each position (fewer at the start): [N] -> [N]."""
+    if window < 1:
+        raise ValueError(f"trailing_mean: window must be >= 1, got {window}")
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def _faded(hex_color: str, keep: float = 0.3) -> str:
+    """The colour mixed with white (only `keep` of it left)."""
+    rgb = [int(hex_color[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(255 - keep * (255 - c)):02x}" for c in rgb)
+
+
 def plot_curves(records: list[dict], keys: list[str], out: str | os.PathLike, title: str = "") -> bool:
-    """Line chart of metrics over steps as a PNG (PIL only). Returns False when there is nothing to plot."""
+    """Line chart of metrics over steps as a PNG (PIL only). Returns False when there is nothing to plot.
+
+    A series longer than 60 points is drawn faded, with its trailing mean over len/30 points on
+    top: per-step RL rewards are too noisy to show a trend by themselves.
+    """
     from PIL import Image, ImageDraw
 
     series = []
@@ -211,7 +234,13 @@ def plot_curves(records: list[dict], keys: list[str], out: str | os.PathLike, ti
     colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
     for i, (key, pts) in enumerate(series):
         c = colors[i % len(colors)]
+        label = key
+        if len(pts) > 60:
+            window = len(pts) // 30
+            d.line([to_px(x, y) for x, y in pts], fill=_faded(c), width=1)
+            pts = list(zip([x for x, _ in pts], trailing_mean([y for _, y in pts], window)))
+            label = f"{key} (mean of last {window})"
         d.line([to_px(x, y) for x, y in pts], fill=c, width=2)
-        d.text((W - pad - 200, pad + 6 + 14 * i), key, fill=c)
+        d.text((W - pad - 260, pad + 6 + 14 * i), label, fill=c)
     img.save(out)
     return True
