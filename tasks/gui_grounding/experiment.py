@@ -2,13 +2,15 @@
 
     python -m tasks.gui_grounding.experiment learn  [--out DIR] [overrides...]
     python -m tasks.gui_grounding.experiment ablate [--out DIR] [overrides...]
+    python -m tasks.gui_grounding.experiment misses [--out DIR] [overrides...]
 
 `learn` evaluates the starting checkpoint (greedy, `--eval N` held-out screens, default 1000),
 trains with the given Hydra overrides, evaluates the final checkpoint on the same screens and
 writes `summary.json` (accuracies with binomial standard errors, the paired difference, seed, wall
 times) plus the reward curve. `ablate` runs `learn` twice on the same budget, reward = hit only vs
 hit + iou + box, and compares the box-size diagnostics (GUI-G1's claim: the size terms stop box
-inflation).
+inflation). `misses` evaluates `model.path` on the held-out screens and sorts every miss by where the
+click landed: on another widget (the instruction was not bound to its target) or on no widget.
 """
 
 from __future__ import annotations
@@ -46,6 +48,49 @@ def fixed_click_baseline(infos: list[dict], grid: int = 19) -> dict:
                 hits += x1 <= fx * w <= x2 and y1 <= fy * h <= y2
             best = max(best, (hits / len(infos), fx, fy))
     return {"accuracy": best[0], "point": [round(best[1], 3), round(best[2], 3)], "screens": len(infos)}
+
+
+def miss_kind(click: tuple[float, float], boxes: list[list[float]], target: int) -> str:
+    """'hit' if the click is inside boxes[target] (inclusive), 'other_widget' if inside another box,
+    else 'nothing'. click: (x, y); boxes: [K, 4] as [x1, y1, x2, y2], same pixel frame."""
+    def inside(b):
+        return b[0] <= click[0] <= b[2] and b[1] <= click[1] <= b[3]
+
+    if inside(boxes[target]):
+        return "hit"
+    return "other_widget" if any(inside(b) for i, b in enumerate(boxes) if i != target) else "nothing"
+
+
+def misses(out: Path, overrides: list[str], n_eval: int) -> dict:
+    from .coords import point_to_original
+    from .data import generator_kwargs, layout_seed
+    from .env import analyse_answer
+    from .generator import generate
+
+    out.mkdir(parents=True, exist_ok=True)
+    report, episodes = _eval(BASE + overrides, n_eval, out / "eval.json")
+    cfg, _ = validate(compose(BASE + overrides))
+    if cfg.task.data != "synthetic":
+        raise ValueError(f"misses needs task.data=synthetic (it regenerates every widget box), got {cfg.task.data!r}")
+    kwargs = generator_kwargs(cfg.task)
+    counts: dict[str, dict[str, int]] = {}
+    for i, ep in enumerate(episodes):
+        turn = ep.turns[0]
+        info = turn.observation.info
+        screen = generate(layout_seed("eval", i), **kwargs)
+        a = analyse_answer(turn.response_text, info)
+        if a["pred"] is None:
+            kind = "unparsed"
+        else:
+            click = point_to_original(a["pred"].center(), info["image_size"], info["orig_size"])
+            kind = miss_kind(click, [w.box for w in screen.widgets], screen.target)
+        row = counts.setdefault(str(screen.metadata["n_widgets"]), {})
+        row[kind] = row.get(kind, 0) + 1
+    summary = {"model": cfg.model.path, "held_out_screens": n_eval, "accuracy": report["overall"],
+               "by_n_widgets": dict(sorted(counts.items()))}
+    (out / "misses.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    return summary
 
 
 def _eval(overrides: list[str], n: int, output: Path) -> tuple[dict, list]:
@@ -106,14 +151,17 @@ def ablate(out: Path, overrides: list[str], n_eval: int, train_only: list[str] =
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["learn", "ablate"])
+    parser.add_argument("mode", choices=["learn", "ablate", "misses"])
     parser.add_argument("--out", type=Path, default=Path("runs/gui_rl"))
     parser.add_argument("--eval", type=int, default=1000, help="held-out screens (same ones before and after)")
     parser.add_argument("--train-only", action="append", default=[], metavar="KEY=VALUE",
                         help="override applied to training but not to the held-out evaluation "
                              "(e.g. task.n_widgets=[2,3] to train where the instruction decides the target)")
     args, overrides = parser.parse_known_args()
-    (learn if args.mode == "learn" else ablate)(args.out, overrides, args.eval, args.train_only)
+    if args.mode == "misses":
+        misses(args.out, overrides, args.eval)
+    else:
+        (learn if args.mode == "learn" else ablate)(args.out, overrides, args.eval, args.train_only)
 
 
 if __name__ == "__main__":

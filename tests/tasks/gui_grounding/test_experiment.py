@@ -31,3 +31,13 @@ def test_train_only_overrides_reach_training_but_not_the_held_out_eval(tmp_path,
     assert list(trained[0].task.n_widgets) == [2, 3] and trained[0].trainer.steps == 3
     assert len(evals) == 2 and not any("task.n_widgets=[2,3]" in o for o in evals[0] + evals[1])
     assert summary["train_only_overrides"] == ["task.n_widgets=[2,3]"] and summary["held_out_screens"] == 4
+
+
+def test_miss_kind_golden():
+    from tasks.gui_grounding.experiment import miss_kind
+
+    boxes = [[0, 0, 10, 10], [20, 0, 30, 10]]
+    assert miss_kind((10, 10), boxes, 0) == "hit"  # edges count
+    assert miss_kind((25, 5), boxes, 0) == "other_widget"
+    assert miss_kind((15, 5), boxes, 0) == "nothing"
+    assert miss_kind((25, 5), boxes, 1) == "hit"
