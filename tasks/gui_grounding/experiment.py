@@ -67,17 +67,18 @@ def misses(out: Path, overrides: list[str], n_eval: int) -> dict:
     from .env import analyse_answer
     from .generator import generate
 
+    cfg, _ = validate(compose(BASE + overrides))
+    if cfg.task.data != "synthetic" or cfg.task.eval_data is not None:
+        raise ValueError("misses needs synthetic eval screens (it regenerates every widget box): got "
+                         f"task.data={cfg.task.data!r}, task.eval_data={cfg.task.eval_data!r}")
+    kwargs = generator_kwargs(cfg.task)
     out.mkdir(parents=True, exist_ok=True)
     report, episodes = _eval(BASE + overrides, n_eval, out / "eval.json")
-    cfg, _ = validate(compose(BASE + overrides))
-    if cfg.task.data != "synthetic":
-        raise ValueError(f"misses needs task.data=synthetic (it regenerates every widget box), got {cfg.task.data!r}")
-    kwargs = generator_kwargs(cfg.task)
     counts: dict[str, dict[str, int]] = {}
     for i, ep in enumerate(episodes):
         turn = ep.turns[0]
         info = turn.observation.info
-        screen = generate(layout_seed("eval", i), **kwargs)
+        screen = generate(layout_seed("eval", i), **kwargs, render=False)  # the layout is enough
         a = analyse_answer(turn.response_text, info)
         if a["pred"] is None:
             kind = "unparsed"

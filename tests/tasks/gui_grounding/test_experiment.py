@@ -41,3 +41,13 @@ def test_miss_kind_golden():
     assert miss_kind((25, 5), boxes, 0) == "other_widget"
     assert miss_kind((15, 5), boxes, 0) == "nothing"
     assert miss_kind((25, 5), boxes, 1) == "hit"
+
+
+def test_misses_refuses_non_synthetic_eval_before_evaluating(tmp_path, monkeypatch):
+    import pytest
+
+    from tasks.gui_grounding import experiment
+
+    monkeypatch.setattr(experiment, "_eval", lambda *a: pytest.fail("evaluated before checking the data"))
+    with pytest.raises(ValueError, match="task.data='blocks'"):
+        experiment.misses(tmp_path, ["task.data=blocks"], 4)
