@@ -1,8 +1,8 @@
 """One `update()` on a fixed batch, run with 1 or N processes; writes the parameter change.
 
 Used by test_distributed.py:
-    python tests/vlrl/dist_update.py OUT LOSS_TYPE MICRO_BATCH [SPLIT]
-    accelerate launch --config_file configs/accelerate/cpu_2proc.yaml tests/vlrl/dist_update.py OUT LOSS_TYPE MICRO_BATCH [SPLIT]
+    python tests/vlrl/dist_update.py OUT LOSS_TYPES MICRO_BATCH [SPLIT]
+    accelerate launch --config_file configs/accelerate/cpu_2proc.yaml tests/vlrl/dist_update.py OUT LOSS_TYPES MICRO_BATCH [SPLIT]
     accelerate launch --config_file configs/accelerate/fsdp2_cpu_2proc.yaml tests/vlrl/dist_update.py ...
     accelerate launch --config_file configs/accelerate/deepspeed_zero3_cpu_2proc.yaml tests/vlrl/dist_update.py ...
 Every process builds the same global batch of episodes (same seeds), then keeps its contiguous share:
@@ -10,6 +10,8 @@ SPLIT "even" (default) or "uneven" (2 processes: 10 rows and 6 rows, so a sharde
 or "nan" (even, but first an update whose loss is NaN, which must be skipped, then the normal one).
 Under an FSDP2 launch the model is sharded first (vlrl/sharding.py); under a DeepSpeed launch accelerate
 partitions it with ZeRO-3 (vlrl/zero3.py).
+LOSS_TYPES is one loss type or a comma-separated list (unsharded runs only): each starts from the same weights
+and batch, so one launch checks several loss types (process start-up dominates the cost).
 """
 
 import math
@@ -31,13 +33,26 @@ from vlrl.trainer import build_rows, episode_advantages, make_scheduler, update 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def main(out: str, loss_type: str, micro_batch: int, split: str = "even") -> None:
+def _rows(episodes, algo, rank: int, world: int, split: str):
+    adv = episode_advantages(episodes, algo)
+    weights = [1.0 + 0.5 * (i % 2) for i in range(len(episodes))]
+    rows = build_rows(episodes, adv, weights)
+    if split == "uneven" and world == 2:
+        return rows[:10] if rank == 0 else rows[10:]
+    share = len(rows) // world
+    return rows[rank * share : (rank + 1) * share]
+
+
+def main(out: str, loss_types: str, micro_batch: int, split: str = "even") -> None:
     torch.set_num_threads(1)
     acc = zero3.make_accelerator() if zero3.requested() else Accelerator(cpu=True)
     rank, world = acc.process_index, acc.num_processes
+    loss_types = loss_types.split(",")
+    sharded_launch = sharding.fsdp_version_requested() == 2 or zero3.requested()
+    if len(loss_types) > 1 and sharded_launch:
+        raise SystemExit("several loss types need an unsharded launch (the weights are reset between them)")
     model_cfg = ModelConfig(path=os.path.join(ROOT, "assets", "tiny-qwen2.5-vl"))
     processor, model = load_processor(model_cfg), load_model(model_cfg)
-    algo = AlgoConfig(group_size=4, loss_type=loss_type, scale="none" if loss_type == "gui_g1" else "group")
     rollout = RolloutConfig(max_new_tokens=6)
     trainer = TrainerConfig(micro_batch_size=micro_batch, lr=1e-2, max_grad_norm=0.0)
 
@@ -46,45 +61,42 @@ def main(out: str, loss_type: str, micro_batch: int, split: str = "even") -> Non
 
     torch.manual_seed(123)  # identical global batch on every process
     engine = make_engine(rollout, model, processor)
-    episodes = run_episodes(engine, lambda: make_env(Config(), "train"), [0, 1, 2, 3], algo.group_size)
+    episodes = run_episodes(engine, lambda: make_env(Config(), "train"), [0, 1, 2, 3], 4)
     # Ragged responses so token counts differ between rows.
     for i, ep in enumerate(episodes):
         cut = 6 - (i % 4)
         ep.turns[0].response_ids = ep.turns[0].response_ids[:cut]
         ep.turns[0].logprobs = [lp - 0.05 * (i % 3) for lp in ep.turns[0].logprobs[:cut]]
-    adv = episode_advantages(episodes, algo)
-    weights = [1.0 + 0.5 * (i % 2) for i in range(len(episodes))]
-    rows = build_rows(episodes, adv, weights)
-    if split == "uneven" and world == 2:
-        rows = rows[:10] if rank == 0 else rows[10:]
-    else:
-        share = len(rows) // world
-        rows = rows[rank * share : (rank + 1) * share]
 
     before = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    if sharding.fsdp_version_requested() == 2 and world > 1:
-        sharding.shard(model)
-    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
-    sched = make_scheduler(opt, trainer, 1)
-    if zero3.requested():
-        zero3.wrap(acc, model, opt, trainer)
-    partitioned = zero3.partitioned_count(model)  # ZeRO-3: parameters this process holds only a slice of
-    if zero3.requested() and world > 1:
-        # Ragged rollouts on full weights: rank r runs r + 1 groups. Any collective per forward would hang or
-        # fail here; the update below then needs the partitioned weights back, unchanged.
-        with sharding.gathered(model):
-            run_episodes(engine, lambda: make_env(Config(), "train"), list(range(rank + 1)), algo.group_size)
-    skipped = 0.0
-    if split == "nan":
-        clean = rows[0].old_logprobs
-        rows[0].old_logprobs = [math.nan] * len(clean)
-        skipped = update(model, processor, opt, sched, rows, algo, trainer, rollout.max_new_tokens, 1.0)["skipped_nonfinite"]
-        rows[0].old_logprobs = clean
-    update(model, processor, opt, sched, rows, algo, trainer, rollout.max_new_tokens, 1.0)
-    after = sharding.full_model_state(model) if sharding.is_sharded(model) else model.state_dict()
+    deltas, skipped, partitioned = {}, 0.0, 0
+    for loss_type in loss_types:
+        model.load_state_dict(before)
+        algo = AlgoConfig(group_size=4, loss_type=loss_type, scale="none" if loss_type == "gui_g1" else "group")
+        rows = _rows(episodes, algo, rank, world, split)
+        if sharding.fsdp_version_requested() == 2 and world > 1:
+            sharding.shard(model)
+        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
+        sched = make_scheduler(opt, trainer, 1)
+        if zero3.requested():
+            zero3.wrap(acc, model, opt, trainer)
+        partitioned = zero3.partitioned_count(model)  # ZeRO-3: parameters this process holds only a slice of
+        if zero3.requested() and world > 1:
+            # Ragged rollouts on full weights: rank r runs r + 1 groups. Any collective per forward would hang or
+            # fail here; the update below then needs the partitioned weights back, unchanged.
+            with sharding.gathered(model):
+                run_episodes(engine, lambda: make_env(Config(), "train"), list(range(rank + 1)), algo.group_size)
+        if split == "nan":
+            clean = rows[0].old_logprobs
+            rows[0].old_logprobs = [math.nan] * len(clean)
+            skipped = update(model, processor, opt, sched, rows, algo, trainer, rollout.max_new_tokens, 1.0)["skipped_nonfinite"]
+            rows[0].old_logprobs = clean
+        update(model, processor, opt, sched, rows, algo, trainer, rollout.max_new_tokens, 1.0)
+        after = sharding.full_model_state(model) if sharding.is_sharded(model) else model.state_dict()
+        if rank == 0:  # the full state exists on rank 0 only
+            deltas[loss_type] = torch.cat([(after[k].detach() - before[k]).flatten() for k in sorted(before)])
     if rank == 0:
-        delta = torch.cat([(after[k].detach() - before[k]).flatten() for k in sorted(before)])
-        torch.save({"delta": delta, "world": world, "sharded": sharding.is_sharded(model), "partitioned": partitioned,
+        torch.save({"deltas": deltas, "world": world, "sharded": sharding.is_sharded(model), "partitioned": partitioned,
                     "skipped": skipped},
                    out)
     acc.wait_for_everyone()

@@ -43,7 +43,7 @@ def _launch(config: str, *args: str, ok=True):
                  "--main_process_port", str(29500 + (os.getpid() + hash(args)) % 2000), *args], ok=ok)
 
 
-def _delta(path, world: int, sharded: bool, partitioned: bool = False) -> torch.Tensor:
+def _delta(path, world: int, sharded: bool, partitioned: bool = False, loss_type: str | None = None) -> torch.Tensor:
     """The saved parameter change, after checking the run really had `world` processes and, for ZeRO-3
     (`partitioned`), that parameters really were partitioned (a launcher that silently starts one process,
     or a ZeRO-3 that keeps every tensor whole, would make every comparison pass)."""
@@ -51,25 +51,44 @@ def _delta(path, world: int, sharded: bool, partitioned: bool = False) -> torch.
     assert (d["world"], d["sharded"]) == (world, sharded), (d["world"], d["sharded"])
     if partitioned:
         assert d["partitioned"] > 0, "no parameter was partitioned"
-    return d["delta"]
+    deltas = d["deltas"]
+    if loss_type is None:
+        (loss_type,) = deltas  # the run had exactly one loss type
+    return deltas[loss_type]
 
 
-CASES = [("cpu_2proc.yaml", False, lt) for lt in ("grpo", "bnpo", "dr_grpo", "dapo", "gui_g1")]
-CASES += [("fsdp2_cpu_2proc.yaml", True, lt) for lt in ("grpo", "dapo")]
-CASES += [pytest.param(ZERO3, True, lt, marks=needs_deepspeed) for lt in ("grpo", "dapo")]
+DP_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "gui_g1")  # one launch checks them all (start-up dominates)
+SHARDED_LOSS_TYPES = ("grpo", "dapo")  # a sharded run is set up once per loss type: one launch each
+CASES = [("cpu_2proc.yaml", False, DP_LOSS_TYPES)]
+CASES += [("fsdp2_cpu_2proc.yaml", True, (lt,)) for lt in SHARDED_LOSS_TYPES]
+CASES += [pytest.param(ZERO3, True, (lt,), marks=needs_deepspeed) for lt in SHARDED_LOSS_TYPES]
 SHARDED = ["fsdp2_cpu_2proc.yaml", pytest.param(ZERO3, marks=needs_deepspeed)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config,sharded,loss_type", CASES)
-def test_two_processes_equal_one_with_accumulation(tmp_path, config, sharded, loss_type):
+@pytest.mark.parametrize("config,sharded,loss_types", CASES, ids=lambda v: "-".join(v) if isinstance(v, tuple) else None)
+def test_two_processes_equal_one_with_accumulation(tmp_path, config, sharded, loss_types):
     one, two = tmp_path / "one.pt", tmp_path / "two.pt"
     # 16 rows; micro-batch 4: 1 process = 4 accumulated micro-batches, 2 processes = 2 each.
-    _run([sys.executable, SCRIPT, str(one), loss_type, "4"])
-    _launch(config, SCRIPT, str(two), loss_type, "4")
-    d1, d2 = _delta(one, world=1, sharded=False), _delta(two, world=2, sharded=sharded, partitioned=config == ZERO3)
-    assert d1.abs().max() > 1e-4, "the update must not be trivially zero"
-    assert torch.allclose(d1, d2, atol=1e-5, rtol=0), (d1 - d2).abs().max().item()
+    _run([sys.executable, SCRIPT, str(one), ",".join(loss_types), "4"])
+    _launch(config, SCRIPT, str(two), ",".join(loss_types), "4")
+    for loss_type in loss_types:
+        d1 = _delta(one, world=1, sharded=False, loss_type=loss_type)
+        d2 = _delta(two, world=2, sharded=sharded, partitioned=config == ZERO3, loss_type=loss_type)
+        assert d1.abs().max() > 1e-4, f"{loss_type}: the update must not be trivially zero"
+        assert torch.allclose(d1, d2, atol=1e-5, rtol=0), (loss_type, (d1 - d2).abs().max().item())
+
+
+@pytest.mark.slow
+def test_several_loss_types_in_one_run_start_from_the_same_weights(tmp_path):
+    # The combined run must equal separate runs (weights and batch reset between loss types), or the data-parallel
+    # case above would compare updates from different starting points.
+    both, alone = tmp_path / "both.pt", tmp_path / "alone.pt"
+    _run([sys.executable, SCRIPT, str(both), "grpo,gui_g1", "4"])
+    _run([sys.executable, SCRIPT, str(alone), "gui_g1", "4"])
+    d_both, d_alone = _delta(both, 1, False, loss_type="gui_g1"), _delta(alone, 1, False)
+    assert torch.equal(d_both, d_alone)
+    assert not torch.equal(d_both, _delta(both, 1, False, loss_type="grpo"))
 
 
 @pytest.mark.slow
