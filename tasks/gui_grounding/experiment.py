@@ -3,6 +3,7 @@
     python -m tasks.gui_grounding.experiment learn  [--out DIR] [overrides...]
     python -m tasks.gui_grounding.experiment ablate [--out DIR] [overrides...]
     python -m tasks.gui_grounding.experiment misses [--out DIR] [overrides...]
+    python -m tasks.gui_grounding.experiment passk  [--out DIR] [--k K] [overrides...]
 
 `learn` evaluates the starting checkpoint (greedy, `--eval N` held-out screens, default 1000),
 trains with the given Hydra overrides, evaluates the final checkpoint on the same screens and
@@ -11,6 +12,9 @@ times) plus the reward curve. `ablate` runs `learn` twice on the same budget, re
 hit + iou + box, and compares the box-size diagnostics (GUI-G1's claim: the size terms stop box
 inflation). `misses` evaluates `model.path` on the held-out screens and sorts every miss by where the
 click landed: on another widget (the instruction was not bound to its target) or on no widget.
+`passk` samples K answers per held-out screen (at `rollout.temperature`) and reports the mean sampled
+hit rate and pass@K, the share of screens where at least one of the K answers hits: the answers a
+group can find, hence what GRPO can reinforce.
 """
 
 from __future__ import annotations
@@ -94,6 +98,37 @@ def misses(out: Path, overrides: list[str], n_eval: int) -> dict:
     return summary
 
 
+def pass_at_k(hits: list[list[float]]) -> dict:
+    """hits: [screens][K] 0/1 hits of K sampled answers per screen -> mean hit, pass@K, their stderrs."""
+    k = len(hits[0])
+    if any(len(h) != k for h in hits):
+        raise ValueError("pass_at_k: every screen needs the same number of samples")
+    n = len(hits)
+    mean = [sum(h) / k for h in hits]
+    solved = [float(max(h) > 0) for h in hits]
+
+    def mean_se(xs):
+        m = sum(xs) / n
+        return m, math.sqrt(sum((x - m) ** 2 for x in xs) / max(n - 1, 1) / n)
+
+    (m1, se1), (pk, sek) = mean_se(mean), mean_se(solved)
+    return {"k": k, "screens": n, "mean_hit": m1, "mean_hit_stderr": se1, "pass_at_k": pk, "pass_at_k_stderr": sek}
+
+
+def passk(out: Path, overrides: list[str], n_eval: int, k: int) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    hits: list[list[float]] = [[] for _ in range(n_eval)]
+    for draw in range(k):  # a different sampling seed per draw, same screens
+        _, episodes = _eval(BASE + overrides + ["eval.greedy=false", f"eval.seed={draw}"], n_eval, out / f"draw_{draw}.json")
+        for i, h in enumerate(_hits(episodes)):
+            hits[i].append(h)
+    cfg, _ = validate(compose(BASE + overrides))
+    summary = {"model": cfg.model.path, "temperature": cfg.rollout.temperature, **pass_at_k(hits)}
+    (out / "passk.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    return summary
+
+
 def _eval(overrides: list[str], n: int, output: Path) -> tuple[dict, list]:
     cfg, task = validate(compose(overrides + [f"eval.num_examples={n}", f"task.eval_examples={n}", f"eval.output={output}"]))
     report, episodes = evaluate(cfg, task)
@@ -152,15 +187,18 @@ def ablate(out: Path, overrides: list[str], n_eval: int, train_only: list[str] =
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["learn", "ablate", "misses"])
+    parser.add_argument("mode", choices=["learn", "ablate", "misses", "passk"])
     parser.add_argument("--out", type=Path, default=Path("runs/gui_rl"))
     parser.add_argument("--eval", type=int, default=1000, help="held-out screens (same ones before and after)")
+    parser.add_argument("--k", type=int, default=8, help="passk: sampled answers per screen")
     parser.add_argument("--train-only", action="append", default=[], metavar="KEY=VALUE",
                         help="override applied to training but not to the held-out evaluation "
                              "(e.g. task.n_widgets=[2,3] to train where the instruction decides the target)")
     args, overrides = parser.parse_known_args()
     if args.mode == "misses":
         misses(args.out, overrides, args.eval)
+    elif args.mode == "passk":
+        passk(args.out, overrides, args.eval, args.k)
     else:
         (learn if args.mode == "learn" else ablate)(args.out, overrides, args.eval, args.train_only)
 

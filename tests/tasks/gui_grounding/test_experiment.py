@@ -51,3 +51,38 @@ def test_misses_refuses_non_synthetic_eval_before_evaluating(tmp_path, monkeypat
     monkeypatch.setattr(experiment, "_eval", lambda *a: pytest.fail("evaluated before checking the data"))
     with pytest.raises(ValueError, match="task.data='blocks'"):
         experiment.misses(tmp_path, ["task.data=blocks"], 4)
+
+
+def test_pass_at_k_golden():
+    import pytest
+
+    from tasks.gui_grounding.experiment import pass_at_k
+
+    r = pass_at_k([[1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], [0, 0, 1, 0]])
+    assert r["k"] == 4 and r["screens"] == 4
+    assert r["mean_hit"] == pytest.approx((0.25 + 0 + 1 + 0.25) / 4)
+    assert r["pass_at_k"] == pytest.approx(0.75)
+    assert r["pass_at_k_stderr"] == pytest.approx((0.25 / 4) ** 0.5)  # sample variance of [1,0,1,1] = 1/4
+    with pytest.raises(ValueError, match="same number of samples"):
+        pass_at_k([[1, 0], [1]])
+
+
+def test_passk_samples_each_screen_k_times_with_different_seeds(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from tasks.gui_grounding import experiment
+
+    calls = []
+
+    def fake_eval(overrides, n, output):
+        calls.append(list(overrides))
+        seed = int(next(o for o in overrides if o.startswith("eval.seed=")).split("=")[1])
+        # screen i hits only in draw i: pass@3 = 1 for screens 0-2, 0 for screen 3
+        return {}, [SimpleNamespace(turns=[SimpleNamespace(info={"hit": float(i == seed)})]) for i in range(n)]
+
+    monkeypatch.setattr(experiment, "_eval", fake_eval)
+    r = experiment.passk(tmp_path, ["rollout.temperature=0.7"], 4, 3)
+    assert len(calls) == 3 and all("eval.greedy=false" in c for c in calls)
+    assert {c[-1] for c in calls} == {"eval.seed=0", "eval.seed=1", "eval.seed=2"}
+    assert r["pass_at_k"] == 0.75 and r["mean_hit"] == 0.25 and r["temperature"] == 0.7
+    assert (tmp_path / "passk.json").exists()
