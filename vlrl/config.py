@@ -186,7 +186,7 @@ class EvalConfig:
     num_examples: int = opt(0, "examples to evaluate; 0 = the task's default (all records, or 1000 for generators)")
     batch_size: int = opt(32, "prompts per generate call")
     greedy: bool = opt(True, "greedy decoding (else sample at rollout.temperature)")
-    seed: int = opt(0, "seed for sampling and generator offsets")
+    seed: int = opt(0, "torch seed for sampled decoding (the evaluated examples do not depend on it)")
     dump_images: int = opt(0, "write this many annotated examples next to the report, when the task supports it")
 
     def __post_init__(self):
