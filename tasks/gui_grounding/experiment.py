@@ -98,31 +98,31 @@ def misses(out: Path, overrides: list[str], n_eval: int) -> dict:
     return summary
 
 
+def _mean_stderr(xs: list[float]) -> tuple[float, float]:
+    """xs: [N] per-screen values -> (mean, standard error of the mean from the sample variance)."""
+    n = len(xs)
+    m = sum(xs) / n
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / max(n - 1, 1) / n)
+
+
 def pass_at_k(hits: list[list[float]]) -> dict:
     """hits: [screens][K] 0/1 hits of K sampled answers per screen -> mean hit, pass@K, their stderrs."""
     k = len(hits[0])
     if any(len(h) != k for h in hits):
         raise ValueError("pass_at_k: every screen needs the same number of samples")
-    n = len(hits)
-    mean = [sum(h) / k for h in hits]
-    solved = [float(max(h) > 0) for h in hits]
-
-    def mean_se(xs):
-        m = sum(xs) / n
-        return m, math.sqrt(sum((x - m) ** 2 for x in xs) / max(n - 1, 1) / n)
-
-    (m1, se1), (pk, sek) = mean_se(mean), mean_se(solved)
-    return {"k": k, "screens": n, "mean_hit": m1, "mean_hit_stderr": se1, "pass_at_k": pk, "pass_at_k_stderr": sek}
+    m1, se1 = _mean_stderr([sum(h) / k for h in hits])
+    pk, sek = _mean_stderr([float(max(h) > 0) for h in hits])
+    return {"k": k, "screens": len(hits), "mean_hit": m1, "mean_hit_stderr": se1, "pass_at_k": pk, "pass_at_k_stderr": sek}
 
 
 def passk(out: Path, overrides: list[str], n_eval: int, k: int) -> dict:
+    cfg, _ = validate(compose(BASE + overrides))
     out.mkdir(parents=True, exist_ok=True)
     hits: list[list[float]] = [[] for _ in range(n_eval)]
     for draw in range(k):  # a different sampling seed per draw, same screens
         _, episodes = _eval(BASE + overrides + ["eval.greedy=false", f"eval.seed={draw}"], n_eval, out / f"draw_{draw}.json")
         for i, h in enumerate(_hits(episodes)):
             hits[i].append(h)
-    cfg, _ = validate(compose(BASE + overrides))
     summary = {"model": cfg.model.path, "temperature": cfg.rollout.temperature, **pass_at_k(hits)}
     (out / "passk.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
@@ -151,9 +151,7 @@ def learn(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = 
     final = out / "run" / "checkpoints" / f"step_{cfg.trainer.steps:07d}"
     after, episodes1 = _eval(BASE + overrides + [f"model.path={final}"], n_eval, out / "eval_after.json")
     hits1 = _hits(episodes1)
-    diffs = [b - a for a, b in zip(hits0, hits1)]
-    mean_d = sum(diffs) / len(diffs)
-    se_d = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / (len(diffs) - 1) / len(diffs))
+    mean_d, se_d = _mean_stderr([b - a for a, b in zip(hits0, hits1)])
     summary = {
         "overrides": overrides,
         "train_only_overrides": train_only,
