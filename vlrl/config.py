@@ -161,7 +161,8 @@ class TrainerConfig:
     curriculum_pool: int = opt(0, "> 0: draw training seeds from first_seed..first_seed+pool-1 by success-rate curriculum; 0 = fresh seeds")
     curriculum_first_seed: int = opt(0, "curriculum: first seed of the pool (e.g. past the seeds a BC warm start was trained on)")
     curriculum_window: int = opt(8, "curriculum: outcomes remembered per seed")
-    curriculum_temperature: float = opt(1.0, "curriculum: T in (1 - SR + 1e-9)^(1/T); low T = hardest seeds first")
+    curriculum_temperature: float = opt(1.0, "curriculum: T in weight^(1/T); low T = concentrate on the top-weighted seeds")
+    curriculum_weighting: str = opt("failure", "curriculum: failure = weight 1 - SR (hardest first), learnability = SR (1 - SR) (mixed outcomes first)")
 
     def __post_init__(self):
         _check(self.steps >= 0, "trainer.steps", "must be >= 0")
@@ -175,6 +176,7 @@ class TrainerConfig:
         _check(self.curriculum_first_seed >= 0, "trainer.curriculum_first_seed", "must be >= 0")
         _check(self.curriculum_window >= 1, "trainer.curriculum_window", "must be >= 1")
         _check(self.curriculum_temperature > 0, "trainer.curriculum_temperature", "must be > 0")
+        _one_of(self.curriculum_weighting, "trainer.curriculum_weighting", ("failure", "learnability"))
         for lg in self.loggers:
             _one_of(lg, "trainer.loggers", ("jsonl", "tensorboard", "wandb"))
 

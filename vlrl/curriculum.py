@@ -1,8 +1,9 @@
 """Success-rate curriculum over a finite pool of training seeds (tasks x initial states).
 
-Each seed keeps the outcomes of its last `window` groups; a step draws its seeds with probability
-``(1 - SR + 1e-9) ** (1 / T)`` (vlrl.algos.curriculum_weights). A seed never tried counts as SR = 0,
-so every seed is visited early. The history is part of the checkpoint, so a resumed run samples what
+Each seed keeps its last `window` outcomes; a step draws its seeds with probability
+``(1 - SR + 1e-9) ** (1 / T)`` ("failure", vlrl.algos.curriculum_weights: a seed never tried counts as
+SR = 0) or ``(SR (1 - SR) + 0.01) ** (1 / T)`` ("learnability", vlrl.algos.learnability_weights: a seed
+never tried counts as SR = 0.5), so every seed is visited early. The history is part of the checkpoint, so a resumed run samples what
 the uninterrupted one would have.
 """
 
@@ -12,12 +13,15 @@ from collections import deque
 
 import torch
 
-from vlrl.algos import curriculum_weights
+from vlrl.algos import curriculum_weights, learnability_weights
 
 
 class SeedCurriculum:
-    def __init__(self, pool: int, window: int, temperature: float, first: int = 0):
+    def __init__(self, pool: int, window: int, temperature: float, first: int = 0, weighting: str = "failure"):
+        if weighting not in ("failure", "learnability"):
+            raise ValueError(f"curriculum weighting must be 'failure' or 'learnability', got {weighting!r}")
         self.pool, self.window, self.temperature, self.first = pool, window, temperature, first
+        self.weighting = weighting
         self.history: dict[int, deque] = {}  # seed -> recent outcomes; seeds are first..first+pool-1
 
     def success_rates(self) -> torch.Tensor:
@@ -30,7 +34,14 @@ class SeedCurriculum:
 
     def sample(self, n: int, generator: torch.Generator) -> list[int]:
         """`n` distinct seeds (with replacement only when the pool is smaller than n)."""
-        p = curriculum_weights(self.success_rates(), self.temperature)
+        if self.weighting == "learnability":
+            tried = torch.zeros(self.pool, dtype=torch.bool)
+            for seed, h in self.history.items():
+                if h and 0 <= seed - self.first < self.pool:
+                    tried[seed - self.first] = True
+            p = learnability_weights(self.success_rates(), tried, self.temperature)
+        else:
+            p = curriculum_weights(self.success_rates(), self.temperature)
         idx = torch.multinomial(p, n, replacement=n > self.pool, generator=generator).tolist()
         return [self.first + i for i in idx]
 

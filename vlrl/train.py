@@ -140,7 +140,8 @@ def run(cfg: Config, task) -> dict:
     curriculum = None
     if cfg.trainer.curriculum_pool:
         curriculum = SeedCurriculum(cfg.trainer.curriculum_pool, cfg.trainer.curriculum_window,
-                                    cfg.trainer.curriculum_temperature, cfg.trainer.curriculum_first_seed)
+                                    cfg.trainer.curriculum_temperature, cfg.trainer.curriculum_first_seed,
+                                    cfg.trainer.curriculum_weighting)
         curriculum.load_state_dict(state.get("curriculum", {}))
     if main:
         os.makedirs(out_dir, exist_ok=True)

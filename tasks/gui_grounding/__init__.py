@@ -1,7 +1,8 @@
 """GUI grounding with GUI-G1 rewards on synthetic screens (or your own JSONL). See README.md.
 
 Task contract (imported by the core through `Config.module`): Config, make_env, num_examples,
-report, sample_weights, reference_answer (for the supervised warm start, vlrl/sft.py).
+report, sample_weights, episode_success (for the seed curriculum), reference_answer (for the
+supervised warm start, vlrl/sft.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from .env import GroundingEnv
 from .report import dump_annotated, report, to_markdown
 
 __all__ = ["Config", "ScoringConfig", "GroundingEnv", "make_env", "num_examples", "reference_answer", "report",
-           "sample_weights", "markdown", "dump_examples"]
+           "sample_weights", "episode_success", "markdown", "dump_examples"]
 
 
 def make_env(cfg: Config, split: str) -> GroundingEnv:
@@ -49,6 +50,12 @@ def sample_weights(group, cfg: Config) -> list[float]:
         base = [1.0] * len(group)
     hits = [_hit(ep, cfg) for ep in group]
     return group_weights(base, hits, cfg.success_beta)
+
+
+def episode_success(ep) -> float:
+    """1 if the answer's box centre is inside the target (the click hits), else 0. The core's default
+    (total reward > 0) would count any answer with some IoU or box-shape credit as a success."""
+    return float(ep.turns[0].info.get("hit", 0.0))
 
 
 def _hit(ep, cfg) -> float:

@@ -164,6 +164,22 @@ def test_curriculum_pool_can_start_past_the_warm_start_seeds():
     assert set(draws) <= {200, 202}
 
 
+def test_learnability_curriculum_prefers_mixed_outcomes():
+    cur = SeedCurriculum(pool=4, window=4, temperature=1.0, weighting="learnability")
+    for hit in (1.0, 1.0, 1.0, 1.0):
+        cur.record(0, hit)  # solved
+        cur.record(1, 0.0)  # hopeless
+    for hit in (1.0, 0.0, 0.0, 1.0):
+        cur.record(2, hit)  # mixed: the group-relative advantage has signal here
+    # seed 3 untried: counts as mixed, so it is visited
+    draws = [s for i in range(400) for s in cur.sample(1, torch.Generator().manual_seed(i))]
+    assert draws.count(2) > 10 * max(draws.count(0), draws.count(1), 1) and draws.count(3) > 10 * max(draws.count(0), 1)
+    with pytest.raises(ValueError, match="weighting"):
+        SeedCurriculum(4, 4, 1.0, weighting="easiest")
+    with pytest.raises(ValueError, match="trainer.curriculum_weighting"):
+        _cfg("trainer.curriculum_weighting=easiest")
+
+
 @pytest.mark.slow
 def test_grpo_with_curriculum_and_filtering_runs(tmp_path):
     out = str(tmp_path / "g")

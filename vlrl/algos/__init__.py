@@ -1,7 +1,7 @@
 """RL algorithm pieces as pure tensor functions: advantages, losses, GAE, curriculum weights."""
 
 from vlrl.algos.advantages import ADVANTAGE_SCALES, group_advantages
-from vlrl.algos.curriculum import curriculum_weights
+from vlrl.algos.curriculum import curriculum_weights, learnability_weights
 from vlrl.algos.gae import gae
 from vlrl.algos.losses import (
     IMPORTANCE_LEVELS,
@@ -26,6 +26,7 @@ __all__ = [
     "LossTerms",
     "aggregate",
     "curriculum_weights",
+    "learnability_weights",
     "entropy_from_logits",
     "gae",
     "group_advantages",

@@ -138,6 +138,20 @@ def test_sample_weights_hook():
     assert gg.sample_weights(group, cfg_of()) == pytest.approx([w0] * 4)
 
 
+def test_episode_success_is_the_click_hit_not_partial_credit():
+    env = gg.make_env(cfg_of(), "train")
+    obs = env.reset(5)
+    x1, y1, x2, y2 = obs.info["gt_box"]
+    w, h = obs.info["image_size"]
+    # Overlaps the target (IoU and box credit > 0) but its centre lies outside it.
+    off = [x1 + 0.8 * (x2 - x1), y1, min(x2 + 2 * (x2 - x1), w), y2]
+    near = env.step(answer(off))
+    assert near.info["hit"] == 0.0 and sum(near.rewards.values()) > 0
+    assert gg.episode_success(episode(obs, answer(off), near)) == 0.0
+    hit = answer(obs.info["gt_box"])
+    assert gg.episode_success(episode(obs, hit, env.step(hit))) == 1.0
+
+
 def test_jsonl_data_source(tmp_path):
     path = tmp_path / "train.jsonl"
     write_jsonl(str(path), range(30), n_widgets=(1, 2), width_range=(112, 224))

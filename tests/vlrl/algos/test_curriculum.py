@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from vlrl.algos import curriculum_weights
+from vlrl.algos import curriculum_weights, learnability_weights
 
 F64 = torch.float64
 
@@ -57,3 +57,28 @@ def test_validation():
         curriculum_weights(torch.tensor([float("nan")]), 1.0)
     with pytest.raises(ValueError, match="success_rates"):
         curriculum_weights(torch.tensor([]), 1.0)
+
+
+def test_learnability_golden():
+    # SR (1 - SR) + 0.01 = [0.26, 0.1975, 0.01] (tried), untried counts as SR 0.5: 0.26. Total 0.7275.
+    w = learnability_weights(torch.tensor([0.5, 0.25, 1.0, 0.0], dtype=F64), torch.tensor([True, True, True, False]), 1.0)
+    z = 0.7275
+    torch.testing.assert_close(w, torch.tensor([0.26 / z, 0.1975 / z, 0.01 / z, 0.26 / z], dtype=F64), rtol=1e-12, atol=0)
+    # T = 0.5 squares the weights: [0.0676, 0.0676, 0.1975^2] / 0.17420625 (SR 0.75 weighs as SR 0.25).
+    w = learnability_weights(torch.tensor([0.5, 0.0, 0.75]), torch.tensor([True, False, True]), 0.5)
+    torch.testing.assert_close(w, torch.tensor([0.0676, 0.0676, 0.03900625]) / 0.17420625, rtol=1e-5, atol=0)
+
+
+def test_learnability_solved_and_hopeless_weigh_alike_and_stay_reachable():
+    w = learnability_weights(torch.tensor([0.0, 1.0, 0.5], dtype=F64), torch.ones(3, dtype=torch.bool), 1.0)
+    assert w[0].item() == w[1].item() > 0
+    assert w[2].item() == pytest.approx(26 * w[0].item())
+
+
+def test_learnability_validation():
+    with pytest.raises(ValueError, match="temperature"):
+        learnability_weights(torch.tensor([0.5]), torch.tensor([True]), 0.0)
+    with pytest.raises(ValueError, match="success_rates"):
+        learnability_weights(torch.tensor([-0.1]), torch.tensor([True]), 1.0)
+    with pytest.raises(ValueError, match="one shape"):
+        learnability_weights(torch.tensor([0.5, 0.5]), torch.tensor([True]), 1.0)
