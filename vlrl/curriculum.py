@@ -3,8 +3,8 @@
 Each seed keeps its last `window` outcomes; a step draws its seeds with probability
 ``(1 - SR + 1e-9) ** (1 / T)`` ("failure", vlrl.algos.curriculum_weights: a seed never tried counts as
 SR = 0) or ``(SR (1 - SR) + 0.01) ** (1 / T)`` ("learnability", vlrl.algos.learnability_weights: a seed
-never tried counts as SR = 0.5), so every seed is visited early. The history is part of the checkpoint, so a resumed run samples what
-the uninterrupted one would have.
+never tried counts as SR = 0.5), so every seed is visited early. The history is part of the
+checkpoint, so a resumed run samples what the uninterrupted one would have.
 """
 
 from __future__ import annotations

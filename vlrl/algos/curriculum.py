@@ -43,7 +43,7 @@ def curriculum_weights(success_rates: torch.Tensor, temperature: float) -> torch
 
 
 # Seeds whose last groups all hit or all missed carry no group-relative signal; this floor keeps them
-# in rotation (a tenth of the weight of a 1-in-8 seed) so a seed the policy now half-solves is found again.
+# in rotation (about a twelfth of the weight of a seed solved 1 time in 8) so a seed the policy now half-solves is found again.
 _LEARNABILITY_FLOOR = 0.01
 
 
