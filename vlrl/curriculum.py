@@ -24,24 +24,27 @@ class SeedCurriculum:
         self.weighting = weighting
         self.history: dict[int, deque] = {}  # seed -> recent outcomes; seeds are first..first+pool-1
 
-    def success_rates(self) -> torch.Tensor:
-        """[pool] success rate per seed over its window (0 for seeds never tried); index i = seed first + i."""
+    def _pool_outcomes(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """([pool] success rate over each seed's window, 0 where never tried; [pool] bool tried); index i = seed first + i."""
         sr = torch.zeros(self.pool, dtype=torch.float64)
+        tried = torch.zeros(self.pool, dtype=torch.bool)
         for seed, h in self.history.items():
             if h and 0 <= seed - self.first < self.pool:
                 sr[seed - self.first] = sum(h) / len(h)
-        return sr
+                tried[seed - self.first] = True
+        return sr, tried
+
+    def success_rates(self) -> torch.Tensor:
+        """[pool] success rate per seed over its window (0 for seeds never tried); index i = seed first + i."""
+        return self._pool_outcomes()[0]
 
     def sample(self, n: int, generator: torch.Generator) -> list[int]:
         """`n` distinct seeds (with replacement only when the pool is smaller than n)."""
+        sr, tried = self._pool_outcomes()
         if self.weighting == "learnability":
-            tried = torch.zeros(self.pool, dtype=torch.bool)
-            for seed, h in self.history.items():
-                if h and 0 <= seed - self.first < self.pool:
-                    tried[seed - self.first] = True
-            p = learnability_weights(self.success_rates(), tried, self.temperature)
+            p = learnability_weights(sr, tried, self.temperature)
         else:
-            p = curriculum_weights(self.success_rates(), self.temperature)
+            p = curriculum_weights(sr, self.temperature)
         idx = torch.multinomial(p, n, replacement=n > self.pool, generator=generator).tolist()
         return [self.first + i for i in idx]
 

@@ -42,8 +42,9 @@ def curriculum_weights(success_rates: torch.Tensor, temperature: float) -> torch
     return torch.softmax(log_w, dim=0).to(sr.dtype)
 
 
-# Seeds whose last groups all hit or all missed carry no group-relative signal; this floor keeps them
-# in rotation (about a twelfth of the weight of a seed solved 1 time in 8) so a seed the policy now half-solves is found again.
+# Seeds whose last groups all hit or all missed carry no group-relative signal; this floor keeps them in
+# rotation (about a twelfth of the weight of a seed solved 1 time in 8), so a seed the policy now half-solves
+# is found again.
 _LEARNABILITY_FLOOR = 0.01
 
 
