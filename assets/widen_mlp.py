@@ -23,14 +23,16 @@ def widen_state_dict(state: dict[str, torch.Tensor], text_mult: int, vision_mult
     """New state dict with every `.mlp.{gate,up,down}_proj` widened; other tensors unchanged.
 
     gate/up weight [I, D] -> [I * mult, D], bias [I] -> [I * mult]; down weight [D, I] -> [D, I * mult].
-    Keys under `visual.` use `vision_mult` (the merger's `mlp.0` / `mlp.2` are not gated MLPs and stay).
+    Keys with a `visual` component use `vision_mult` (the merger's `mlp.0` / `mlp.2` are not gated MLPs and stay).
     """
     if text_mult < 1 or vision_mult < 1:
         raise ValueError(f"multipliers must be >= 1, got text={text_mult}, vision={vision_mult}")
     gen = torch.Generator().manual_seed(seed)
     out = {}
     for key, value in state.items():
-        mult = vision_mult if key.startswith("visual.") else text_mult
+        # "visual.blocks..." in checkpoints saved by transformers 5 and the hub; "model.visual.blocks..." in
+        # checkpoints saved by some 4.x releases. Both must get the vision multiplier the config records.
+        mult = vision_mult if "visual" in key.split(".") else text_mult
         if mult > 1 and (".mlp.gate_proj." in key or ".mlp.up_proj." in key):
             rows = value.shape[0] * (mult - 1)
             if key.endswith(".weight"):

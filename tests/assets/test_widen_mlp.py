@@ -46,12 +46,14 @@ def test_widened_checkpoint_computes_the_same_outputs(tmp_path):
 def test_new_units_are_trainable_and_bad_multipliers_fail():
     mod = _module()
     state = {"model.layers.0.mlp.gate_proj.weight": torch.randn(4, 2), "model.layers.0.mlp.up_proj.weight": torch.randn(4, 2),
-             "model.layers.0.mlp.down_proj.weight": torch.randn(2, 4), "visual.blocks.0.mlp.gate_proj.bias": torch.randn(3)}
+             "model.layers.0.mlp.down_proj.weight": torch.randn(2, 4), "visual.blocks.0.mlp.gate_proj.bias": torch.randn(3),
+             "model.visual.blocks.0.mlp.up_proj.bias": torch.randn(3)}  # the key layout of some 4.x saves
     wide = mod.widen_state_dict(state, text_mult=2, vision_mult=3)
     assert wide["model.layers.0.mlp.gate_proj.weight"].shape == (8, 2)
     assert wide["model.layers.0.mlp.gate_proj.weight"][4:].abs().sum() > 0  # random rows: the new units are not dead
     assert wide["model.layers.0.mlp.down_proj.weight"].shape == (2, 8)
     assert torch.equal(wide["model.layers.0.mlp.down_proj.weight"][:, 4:], torch.zeros(2, 4))
     assert torch.equal(wide["visual.blocks.0.mlp.gate_proj.bias"][3:], torch.zeros(6))
+    assert wide["model.visual.blocks.0.mlp.up_proj.bias"].shape == (9,)  # vision multiplier, not the text one
     with pytest.raises(ValueError, match="text=0"):
         mod.widen_state_dict(state, text_mult=0, vision_mult=1)
