@@ -1,6 +1,6 @@
 """Measured learning on held-out synthetic screens: evaluate -> GRPO -> evaluate, and the reward ablation.
 
-    python -m tasks.gui_grounding.experiment learn  [--out DIR] [overrides...]
+    python -m tasks.gui_grounding.experiment learn  [--out DIR] [--method grpo|sft] [overrides...]
     python -m tasks.gui_grounding.experiment ablate [--out DIR] [overrides...]
     python -m tasks.gui_grounding.experiment misses [--out DIR] [overrides...]
     python -m tasks.gui_grounding.experiment passk  [--out DIR] [--k K] [overrides...]
@@ -8,9 +8,11 @@
 `learn` evaluates the starting checkpoint (greedy, `--eval N` held-out screens, default 1000),
 trains with the given Hydra overrides, evaluates the final checkpoint on the same screens and
 writes `summary.json` (accuracies with binomial standard errors, the paired difference, seed, wall
-times) plus the reward curve. `ablate` runs `learn` twice on the same budget, reward = hit only vs
-hit + iou + box, and compares the box-size diagnostics (GUI-G1's claim: the size terms stop box
-inflation). `misses` evaluates `model.path` on the held-out screens and sorts every miss by where the
+times) plus the reward curve. `--method sft` trains with supervised fine-tuning on the reference
+answers instead (`vlrl/sft.py`; pass e.g. `trainer=sft_tiny 'sft.curriculum=[]'`): the control that
+says how much of a GRPO gain plain supervised training from the same start would also give. `ablate`
+runs `learn` twice on the same budget, reward = hit only vs hit + iou + box, and compares the box-size
+diagnostics (GUI-G1's claim: the size terms stop box inflation). `misses` evaluates `model.path` on the held-out screens and sorts every miss by where the
 click landed: on another widget (the instruction was not bound to its target) or on no widget.
 `passk` samples K answers per held-out screen (at `rollout.temperature`) and reports the mean sampled
 hit rate and pass@K, the share of screens where at least one of the K answers hits: the answers a
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from vlrl.config import compose, validate
 from vlrl.evaluate import evaluate, write_report
+from vlrl.sft import run as sft_run
 from vlrl.train import run
 
 BASE = ["task=gui_grounding", "model.path=assets/tiny-gui-grounding"]
@@ -137,7 +140,10 @@ def _eval(overrides: list[str], n: int, output: Path) -> tuple[dict, list]:
     return report, episodes
 
 
-def learn(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = ()) -> dict:
+def learn(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = (), method: str = "grpo") -> dict:
+    trainers = {"grpo": run, "sft": sft_run}  # looked up per call: tests replace them
+    if method not in trainers:
+        raise ValueError(f"learn: method must be one of {sorted(trainers)}, got {method!r}")
     out.mkdir(parents=True, exist_ok=True)
     train_only = list(train_only)
     t0 = time.perf_counter()
@@ -146,13 +152,14 @@ def learn(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = 
     cfg, task = validate(compose(BASE + overrides + train_only + [f"trainer.output_dir={out / 'run'}",
                                                                          "trainer.progress=false"]))
     t1 = time.perf_counter()
-    run(cfg, task)
+    trainers[method](cfg, task)
     train_s = time.perf_counter() - t1
     final = out / "run" / "checkpoints" / f"step_{cfg.trainer.steps:07d}"
     after, episodes1 = _eval(BASE + overrides + [f"model.path={final}"], n_eval, out / "eval_after.json")
     hits1 = _hits(episodes1)
     mean_d, se_d = _mean_stderr([b - a for a, b in zip(hits0, hits1)])
     summary = {
+        "method": method,
         "overrides": overrides,
         "train_only_overrides": train_only,
         "seed": cfg.trainer.seed,
@@ -164,7 +171,7 @@ def learn(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = 
         "fixed_click_baseline": fixed_click_baseline([ep.turns[0].observation.info for ep in episodes0]),
         "train_wall_s": round(train_s, 1),
         "total_wall_s": round(time.perf_counter() - t0, 1),
-        "reward_curve": str(out / "run" / "reward_curve.png"),
+        "curve": str(out / "run" / ("reward_curve.png" if method == "grpo" else "eval_curve.png")),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
@@ -188,6 +195,8 @@ def main() -> None:
     parser.add_argument("mode", choices=["learn", "ablate", "misses", "passk"])
     parser.add_argument("--out", type=Path, default=Path("runs/gui_rl"))
     parser.add_argument("--eval", type=int, default=1000, help="held-out screens (same ones before and after)")
+    parser.add_argument("--method", choices=["grpo", "sft"], default="grpo",
+                        help="learn: train with GRPO (vlrl/train.py) or supervised fine-tuning (vlrl/sft.py)")
     parser.add_argument("--k", type=int, default=8, help="passk: sampled answers per screen")
     parser.add_argument("--train-only", action="append", default=[], metavar="KEY=VALUE",
                         help="override applied to training but not to the held-out evaluation "
@@ -197,8 +206,10 @@ def main() -> None:
         misses(args.out, overrides, args.eval)
     elif args.mode == "passk":
         passk(args.out, overrides, args.eval, args.k)
+    elif args.mode == "learn":
+        learn(args.out, overrides, args.eval, args.train_only, args.method)
     else:
-        (learn if args.mode == "learn" else ablate)(args.out, overrides, args.eval, args.train_only)
+        ablate(args.out, overrides, args.eval, args.train_only)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The fixed-click baseline that a warm start must beat to count as localising."""
+"""tasks/gui_grounding/experiment.py: the fixed-click baseline, learn (train-only overrides, --method sft), misses, pass@k."""
 
 from tasks.gui_grounding.experiment import fixed_click_baseline
 
@@ -86,3 +86,27 @@ def test_passk_samples_each_screen_k_times_with_different_seeds(tmp_path, monkey
     assert {c[-1] for c in calls} == {"eval.seed=0", "eval.seed=1", "eval.seed=2"}
     assert r["pass_at_k"] == 0.75 and r["mean_hit"] == 0.25 and r["temperature"] == 0.7
     assert (tmp_path / "passk.json").exists()
+
+
+def test_learn_method_sft_trains_with_sft_and_unknown_method_fails(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import pytest
+
+    from tasks.gui_grounding import experiment
+
+    trained = []
+
+    def fake_eval(overrides, n, output):
+        turn = SimpleNamespace(info={"hit": 0.0}, observation=SimpleNamespace(info={"image_size": [10, 10], "gt_box": [0, 0, 5, 5]}))
+        return {"overall": 0.0, "stderr": 0.0}, [SimpleNamespace(turns=[turn])] * n
+
+    monkeypatch.setattr(experiment, "_eval", fake_eval)
+    monkeypatch.setattr(experiment, "run", lambda cfg, task: trained.append("grpo"))
+    monkeypatch.setattr(experiment, "sft_run", lambda cfg, task: trained.append("sft"))
+    summary = experiment.learn(tmp_path, ["trainer=sft_tiny", "trainer.steps=3"], 2, method="sft")
+    assert trained == ["sft"] and summary["method"] == "sft" and summary["curve"].endswith("eval_curve.png")
+    experiment.learn(tmp_path, ["trainer.steps=3"], 2)
+    assert trained == ["sft", "grpo"]
+    with pytest.raises(ValueError, match="'ppo'"):
+        experiment.learn(tmp_path, [], 2, method="ppo")
