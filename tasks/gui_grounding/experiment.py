@@ -12,9 +12,9 @@ times) plus the reward curve. `--method sft` trains with supervised fine-tuning 
 answers instead (`vlrl/sft.py`; pass e.g. `trainer=sft_tiny 'sft.curriculum=[]'`): the control that
 says how much of a GRPO gain plain supervised training from the same start would also give. `ablate`
 runs `learn` twice on the same budget, reward = hit only vs hit + iou + box, and compares the box-size
-diagnostics (GUI-G1's claim: the size terms stop box inflation). `misses` evaluates `model.path` on the held-out screens and sorts every miss by where the
-click landed: on another widget (the instruction was not bound to its target) or on no widget.
-`passk` samples K answers per held-out screen (at `rollout.temperature`) and reports the mean sampled
+diagnostics (GUI-G1's claim: the size terms stop box inflation). `misses` evaluates `model.path` on
+the held-out screens and sorts every miss by where the click landed: on another widget (the
+instruction was not bound to its target) or on no widget. `passk` samples K answers per held-out screen (at `rollout.temperature`) and reports the mean sampled
 hit rate and pass@K, the share of screens where at least one of the K answers hits: the answers a
 group can find, hence what GRPO can reinforce.
 """
