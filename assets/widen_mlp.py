@@ -5,7 +5,8 @@
 Each MLP's hidden layer gets (mult - 1) x as many new units: their gate/up rows are random (same std
 as the existing rows, biases 0) and their down-projection columns are 0, so the new units add nothing
 to the output until training moves those columns (Net2Net-style growth). Used to test whether extra
-capacity raises the GRPO gain on GUI grounding (README: it did not: +7.5 vs +7.2 points).
+capacity raises the GRPO gain on GUI grounding (tasks/gui_grounding/README.md, from the stage-2 weights:
+it did not: +7.5 vs +7.2 points).
 """
 
 from __future__ import annotations

@@ -12,20 +12,23 @@ def test_fixed_click_baseline_golden():
     assert fixed_click_baseline([{"image_size": [200, 40], "gt_box": [140, 20, 160, 40]}], grid=2)["point"] == [0.75, 0.75]
 
 
-def test_train_only_overrides_reach_training_but_not_the_held_out_eval(tmp_path, monkeypatch):
+def _fake_eval(calls: list):
+    """A stand-in for experiment._eval: records its overrides, every screen a hit on a 10x10 screen."""
     from types import SimpleNamespace
 
+    def fake(overrides, n, output):
+        calls.append(list(overrides))
+        turn = SimpleNamespace(info={"hit": 1.0}, observation=SimpleNamespace(info={"image_size": [10, 10], "gt_box": [0, 0, 5, 5]}))
+        return {"overall": 1.0, "stderr": 0.0}, [SimpleNamespace(turns=[turn])] * n
+
+    return fake
+
+
+def test_train_only_overrides_reach_training_but_not_the_held_out_eval(tmp_path, monkeypatch):
     from tasks.gui_grounding import experiment
 
     evals, trained = [], []
-
-    def fake_eval(overrides, n, output):
-        evals.append(list(overrides))
-        turn = SimpleNamespace(info={"hit": 1.0}, observation=SimpleNamespace(info={"image_size": [10, 10], "gt_box": [0, 0, 5, 5]}))
-        report = {"overall": 1.0, "stderr": 0.0}
-        return report, [SimpleNamespace(turns=[turn])] * n
-
-    monkeypatch.setattr(experiment, "_eval", fake_eval)
+    monkeypatch.setattr(experiment, "_eval", _fake_eval(evals))
     monkeypatch.setattr(experiment, "run", lambda cfg, task: trained.append(cfg))
     summary = experiment.learn(tmp_path, ["trainer.steps=3"], 4, ["task.n_widgets=[2,3]"])
     assert list(trained[0].task.n_widgets) == [2, 3] and trained[0].trainer.steps == 3
@@ -89,19 +92,12 @@ def test_passk_samples_each_screen_k_times_with_different_seeds(tmp_path, monkey
 
 
 def test_learn_method_sft_trains_with_sft_and_unknown_method_fails(tmp_path, monkeypatch):
-    from types import SimpleNamespace
-
     import pytest
 
     from tasks.gui_grounding import experiment
 
     trained = []
-
-    def fake_eval(overrides, n, output):
-        turn = SimpleNamespace(info={"hit": 0.0}, observation=SimpleNamespace(info={"image_size": [10, 10], "gt_box": [0, 0, 5, 5]}))
-        return {"overall": 0.0, "stderr": 0.0}, [SimpleNamespace(turns=[turn])] * n
-
-    monkeypatch.setattr(experiment, "_eval", fake_eval)
+    monkeypatch.setattr(experiment, "_eval", _fake_eval([]))
     monkeypatch.setattr(experiment, "run", lambda cfg, task: trained.append("grpo"))
     monkeypatch.setattr(experiment, "sft_run", lambda cfg, task: trained.append("sft"))
     summary = experiment.learn(tmp_path, ["trainer=sft_tiny", "trainer.steps=3"], 2, method="sft")
