@@ -30,7 +30,10 @@ def num_examples(cfg: Config, split: str) -> int | None:
 
 def reference_answer(obs, cfg: Config) -> str:
     """The target answer for the warm start: the GT box in the model frame, GUI-G1's JSON format
-    (integers: every integer 0..1023 is one token of the tiny model)."""
+    (integers: every integer 0..1023 is one token of the tiny model). A reading example
+    (`describe_prob`) answers with the target's name instead."""
+    if "describe" in obs.info:
+        return obs.info["describe"]
     x1, y1, x2, y2 = (int(round(v)) for v in obs.info["gt_box"])
     box = f'[{{"bbox_2d": [{x1}, {y1}, {x2}, {y2}]}}]'
     return box if cfg.prompt == "fast" else f"<think></think>{box}"

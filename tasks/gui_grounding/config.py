@@ -25,6 +25,7 @@ class ScoringConfig:
     name: str = doc_field("task name (used in logs and run names)", default="gui_grounding")
     module: str = doc_field("python module implementing the task", default="tasks.gui_grounding")
     prompt: str = doc_field("prompt template: 'fast' (answer only) or 'think' (<think>...</think> then answer)", default="fast")
+    image_first: bool = doc_field("image before the instruction in the user turn (GUI-G1's order); false puts the text first, so that a causal model's image tokens can attend to it", default=True)
     reward_terms: list[str] = doc_field("reward terms returned by step(): subset of hit, iou, box", default_factory=lambda: list(TERMS))
     reward_weights: dict[str, float] = doc_field("weight of each raw reward term", default_factory=lambda: dict(DEFAULT_WEIGHTS))
     min_pixels: int = doc_field("smart_resize lower bound on the model-frame area (pixels)", default=56 * 56)
@@ -69,10 +70,14 @@ class Config(ScoringConfig):
     difficulty_max: float = doc_field("upper clip of the unnormalised area weight", default=2.0)
     difficulty_samples: int = doc_field("training examples used to estimate a_ref and the normaliser", default=512)
     success_beta: float = doc_field("blend of group success rate into sample_weights: 1 + beta * (1 - 2p); 0 = off", default=0.0)
+    describe_prob: float = doc_field("share of synthetic training examples that ask for the target's name given its box (SFT warm start only; 0 = none)", default=0.0)
+    describe_n_widgets: list[int] | None = doc_field("[min, max] widgets on the screens of those reading examples; None = n_widgets")
 
     def __post_init__(self):
         super().__post_init__()
-        for fname in ("n_widgets", "width_range"):
+        for fname in ("n_widgets", "width_range", "describe_n_widgets"):
+            if getattr(self, fname) is None:
+                continue
             v = list(getattr(self, fname))
             if len(v) != 2 or not 1 <= v[0] <= v[1]:
                 raise ValueError(f"{fname}: must be [min, max] with 1 <= min <= max, got {v!r}")
@@ -106,6 +111,10 @@ class Config(ScoringConfig):
             raise ValueError(f"difficulty_samples: must be >= 1, got {self.difficulty_samples}")
         if not 0.0 <= self.success_beta <= 1.0:
             raise ValueError(f"success_beta: must be in [0, 1], got {self.success_beta}")
+        if not 0.0 <= self.describe_prob <= 1.0:
+            raise ValueError(f"describe_prob: must be in [0, 1], got {self.describe_prob}")
+        if self.describe_prob > 0 and self.data != "synthetic":
+            raise ValueError(f"describe_prob: reading examples need data=synthetic (widget names), got data={self.data!r}")
 
 
 def generator_kwargs(cfg) -> dict:

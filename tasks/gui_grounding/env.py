@@ -10,6 +10,7 @@ GT box (mathematically the same test, since the mapping is a per-axis scaling).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from rewards.gui import DEFAULT_WEIGHTS, box_area, evaluate, point_in_box
@@ -18,7 +19,7 @@ from vlrl.episode import Observation, StepResult
 from .coords import box_to_model, images_kwargs, model_frame_size, point_to_original
 from .data import make_source
 from .difficulty import area_weighting
-from .prompts import build_messages
+from .prompts import build_messages, describe_messages
 
 
 def analyse_answer(text: str, info: dict, big_box_fraction: float = 0.25) -> dict[str, Any]:
@@ -67,8 +68,16 @@ def grounding_observation(image, instruction: str, bbox, cfg, extra: dict) -> Ob
         "image_size": list(frame), "orig_size": list(orig), "instruction": instruction,
         **extra,
     }  # fmt: skip
-    return Observation(messages=build_messages(instruction, cfg.prompt), images=[image], info=info,
+    return Observation(messages=build_messages(instruction, cfg.prompt, getattr(cfg, "image_first", True)), images=[image], info=info,
                        processor_kwargs={"images_kwargs": images_kwargs(cfg.min_pixels, cfg.max_pixels)})
+
+
+def _reads(seed: int, prob: float) -> bool:
+    """Whether training example `seed` is a reading example: a hash of the seed below `prob`."""
+    if prob <= 0.0:
+        return False
+    h = int.from_bytes(hashlib.blake2b(f"describe:{int(seed)}".encode(), digest_size=8).digest(), "big")
+    return h / 2**64 < prob
 
 
 class GroundingEnv:
@@ -79,9 +88,15 @@ class GroundingEnv:
         self.source = make_source(cfg, split)
         self.weighting = area_weighting(cfg)
         self.info: dict | None = None
+        self.read_prob = getattr(cfg, "describe_prob", 0.0) if split == "train" else 0.0
+        self.read_source = self.source
+        if self.read_prob > 0 and getattr(cfg, "describe_n_widgets", None) is not None:
+            self.read_source = make_source(cfg, split)
+            self.read_source.kwargs["n_widgets"] = tuple(cfg.describe_n_widgets)
 
     def reset(self, seed: int) -> Observation:
-        ex = self.source.get(int(seed))
+        reading = _reads(seed, self.read_prob)
+        ex = (self.read_source if reading else self.source).get(int(seed))
         rel = ex.metadata.get("target_rel_area")
         if rel is None:
             x1, y1, x2, y2 = ex.bbox
@@ -89,10 +104,17 @@ class GroundingEnv:
         weight = 1.0 if self.weighting is None else self.weighting(rel)
         extra = {"sample_weight": weight, "target_rel_area": rel, "metadata": ex.metadata, "split": self.split}
         obs = grounding_observation(ex.image, ex.instruction, ex.bbox, self.cfg, extra)
+        if reading:
+            # A reading example: same screen, the question inverted (box -> name); only SFT uses it.
+            obs.messages = describe_messages(obs.info["gt_box"], getattr(self.cfg, "image_first", True))
+            obs.info["describe"] = ex.metadata["target_name"]
         self.info = obs.info
         return obs
 
     def step(self, response_text: str) -> StepResult:
         if self.info is None:
             raise RuntimeError("step() called before reset()")
+        if "describe" in self.info:
+            raise RuntimeError("reading examples (describe_prob > 0) are for the supervised warm start only; set "
+                               "task.describe_prob=0 for RL")
         return grounding_step(response_text, self.info, self.cfg)

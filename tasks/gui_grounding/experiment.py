@@ -4,6 +4,7 @@
     python -m tasks.gui_grounding.experiment ablate [--out DIR] [overrides...]
     python -m tasks.gui_grounding.experiment misses [--out DIR] [overrides...]
     python -m tasks.gui_grounding.experiment passk  [--out DIR] [--k K] [overrides...]
+    python -m tasks.gui_grounding.experiment read   [--out DIR] [overrides...]
 
 `learn` evaluates the starting checkpoint (greedy, `--eval N` held-out screens, default 1000),
 trains with the given Hydra overrides, evaluates the final checkpoint on the same screens and
@@ -16,7 +17,9 @@ diagnostics (GUI-G1's claim: the size terms stop box inflation). `misses` evalua
 the held-out screens and sorts every miss by where the click landed: on another widget (the
 instruction was not bound to its target) or on no widget. `passk` samples K answers per held-out screen (at `rollout.temperature`) and reports the mean sampled
 hit rate and pass@K, the share of screens where at least one of the K answers hits: the answers a
-group can find, hence what GRPO can reinforce.
+group can find, hence what GRPO can reinforce. `read` asks for the name of the target at its box
+(the warm start's reading examples, `task.describe_prob`) on the held-out screens and reports the share
+of exact names (greedy): whether the model can read the widgets an instruction names.
 """
 
 from __future__ import annotations
@@ -132,6 +135,40 @@ def passk(out: Path, overrides: list[str], n_eval: int, k: int) -> dict:
     return summary
 
 
+def read(out: Path, overrides: list[str], n_eval: int) -> dict:
+    import torch
+
+    from vlrl.models import load_model, load_processor
+    from vlrl.rollout import make_engine
+
+    from .prompts import describe_messages
+
+    cfg, task = validate(compose(BASE + overrides + [f"task.eval_examples={n_eval}"]))
+    processor = load_processor(cfg.model)
+    engine = make_engine(cfg.rollout, load_model(cfg.model, torch.device("cpu"), trainable=False), processor)
+    env = task.make_env(cfg.task, "eval")
+    rows = []
+    for start in range(0, n_eval, cfg.eval.batch_size):
+        obs = [env.reset(i) for i in range(start, min(n_eval, start + cfg.eval.batch_size))]
+        for o in obs:
+            o.messages = describe_messages(o.info["gt_box"], cfg.task.image_first)
+        for o, (sample,) in zip(obs, engine.generate(obs, n=1, greedy=True)):
+            meta = o.info["metadata"]
+            rows.append({"n_widgets": meta["n_widgets"], "kind": meta["target_kind"], "name": meta["target_name"],
+                         "answer": sample.text.strip(), "correct": float(sample.text.strip() == meta["target_name"])})
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        for key in (f"n_widgets={r['n_widgets']}", f"kind={r['kind']}"):
+            by.setdefault(key, []).append(r["correct"])
+    summary = {"model": cfg.model.path, "held_out_screens": n_eval, "exact_name": sum(r["correct"] for r in rows) / len(rows),
+               "breakdown": {k: {"exact_name": sum(v) / len(v), "n": len(v)} for k, v in sorted(by.items())},
+               "examples": rows[:20]}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "read.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in summary.items() if k != "examples"}, indent=2))
+    return summary
+
+
 def _eval(overrides: list[str], n: int, output: Path) -> tuple[dict, list]:
     cfg, task = validate(compose(overrides + [f"eval.num_examples={n}", f"task.eval_examples={n}", f"eval.output={output}"]))
     report, episodes = evaluate(cfg, task)
@@ -192,7 +229,7 @@ def ablate(out: Path, overrides: list[str], n_eval: int, train_only: list[str] =
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["learn", "ablate", "misses", "passk"])
+    parser.add_argument("mode", choices=["learn", "ablate", "misses", "passk", "read"])
     parser.add_argument("--out", type=Path, default=Path("runs/gui_rl"))
     parser.add_argument("--eval", type=int, default=1000, help="held-out screens (same ones before and after)")
     parser.add_argument("--method", choices=["grpo", "sft"], default="grpo",
@@ -206,6 +243,8 @@ def main() -> None:
         misses(args.out, overrides, args.eval)
     elif args.mode == "passk":
         passk(args.out, overrides, args.eval, args.k)
+    elif args.mode == "read":
+        read(args.out, overrides, args.eval)
     elif args.mode == "learn":
         learn(args.out, overrides, args.eval, args.train_only, args.method)
     else:

@@ -270,6 +270,16 @@ def _describe(target: Widget, widgets, rng, appearance_prob):
     return rng.choice(templates[k]).format(l=lab), {"kind": k, "label": lab}, "text"
 
 
+def widget_name(wd: Widget) -> str:
+    """A canonical name of a widget that spells out everything an instruction may use (colour,
+    label, glyph, kind): the answer of the warm start's "read the widget" examples (env.py)."""
+    if wd.kind == "icon":
+        return f"{wd.color} {wd.glyph} icon"
+    if wd.kind == "button":
+        return f"{wd.color} {wd.label} button"
+    return {"text_field": "{l} input field", "checkbox": "{l} checkbox", "menu_item": "{l} menu"}[wd.kind].format(l=wd.label)
+
+
 def generate(
     seed: int,
     n_widgets: tuple[int, int] = (1, 8),
@@ -338,6 +348,7 @@ def generate(
         "platform": platform, "element_type": target.element_type, "target_kind": target.kind,
         "instruction_style": style, "n_widgets": len(widgets), "target_rel_area": (x2 - x1) * (y2 - y1) / (w * h),
         "width": w, "height": h, "dark": th["dark"], "seed": int(seed), "split": split_of(seed),
+        "target_name": widget_name(target),
     }  # fmt: skip
     image = _render(w, h, th, els, widgets) if render else None
     return Screen(image, instruction, [float(v) for v in target.box], meta, widgets, ti, query)

@@ -51,7 +51,8 @@ def test_yaml_merges_into_config():
     "kw,field",
     [({"prompt": "long"}, "prompt"), ({"reward_terms": ["hit", "format"]}, "reward_terms"), ({"n_widgets": [3, 1]}, "n_widgets"),
      ({"width_range": [10, 20]}, "width_range"), ({"difficulty": "hard"}, "difficulty"), ({"kinds": ["slider"]}, "kinds"),
-     ({"max_pixels": 100}, "min_pixels"), ({"success_beta": 2.0}, "success_beta"), ({"reward_weights": {"fmt": 1.0}}, "reward_weights")],
+     ({"max_pixels": 100}, "min_pixels"), ({"success_beta": 2.0}, "success_beta"), ({"reward_weights": {"fmt": 1.0}}, "reward_weights"),
+     ({"describe_prob": 1.5}, "describe_prob"), ({"describe_prob": 0.5, "data": "blocks"}, "describe_prob")],
 )  # fmt: skip
 def test_config_validation_names_field(kw, field):
     with pytest.raises(ValueError, match=field):
@@ -68,6 +69,49 @@ def test_reset_is_deterministic_and_in_model_frame():
     assert a.info["instruction"] in a.messages[0]["content"][1]["text"].replace("Grounding instruction is: ", "")
     x1, y1, x2, y2 = a.info["gt_box"]
     assert 0 <= x1 < x2 <= w and 0 <= y1 < y2 <= h and a.info["sample_weight"] > 0
+
+
+def test_reading_examples_ask_for_the_target_name_at_its_box_in_training_only():
+    cfg = cfg_of(describe_prob=0.5, n_widgets=[1, 3])
+    env = gg.make_env(cfg, "train")
+    plain = gg.make_env(cfg_of(n_widgets=[1, 3]), "train")
+    reads = 0
+    for seed in range(40):
+        obs, ref = env.reset(seed), plain.reset(seed)
+        assert png(obs.images[0]) == png(ref.images[0]) and obs.info["gt_box"] == ref.info["gt_box"]  # same screen
+        text = obs.messages[0]["content"][1]["text"]
+        if "describe" not in obs.info:
+            assert obs.messages == ref.messages and gg.reference_answer(obs, cfg).startswith('[{"bbox_2d": ')
+            continue
+        reads += 1
+        x1, y1, x2, y2 = (int(round(v)) for v in obs.info["gt_box"])
+        assert text == f"Name the element at [{x1}, {y1}, {x2}, {y2}]."
+        name = gg.reference_answer(obs, cfg)
+        assert name == obs.info["metadata"]["target_name"] == obs.info["describe"]
+        assert name.split()[-1] in ("icon", "button", "field", "checkbox", "menu"), name
+        with pytest.raises(RuntimeError, match="describe_prob"):
+            env.step("anything")
+    assert 10 <= reads <= 30  # about half of 40
+    assert all("describe" not in gg.make_env(cfg, "eval").reset(i).info for i in range(8))  # never in eval
+    assert all("describe" not in gg.make_env(cfg_of(), "train").reset(i).info for i in range(8))  # off by default
+
+
+def test_reading_examples_can_use_busier_screens_than_the_grounding_ones():
+    env = gg.make_env(cfg_of(describe_prob=0.5, n_widgets=[1, 1], describe_n_widgets=[3, 3]), "train")
+    counts = {(("describe" in o.info), o.info["metadata"]["n_widgets"]) for o in map(env.reset, range(30))}
+    assert counts == {(False, 1), (True, 3)}
+    with pytest.raises(ValueError, match="describe_n_widgets"):
+        cfg_of(describe_n_widgets=[2, 1])
+
+
+def test_text_first_prompt_keeps_the_screen_and_only_swaps_the_parts():
+    a = gg.make_env(cfg_of(), "train").reset(3)
+    b = gg.make_env(cfg_of(image_first=False, describe_prob=1.0), "train").reset(3)
+    c = gg.make_env(cfg_of(image_first=False), "train").reset(3)
+    assert [p["type"] for p in a.messages[0]["content"]] == ["image", "text"]
+    assert [p["type"] for p in c.messages[0]["content"]] == ["text", "image"]
+    assert c.messages[0]["content"][0] == a.messages[0]["content"][1] and c.info["gt_box"] == a.info["gt_box"]
+    assert [p["type"] for p in b.messages[0]["content"]] == ["text", "image"] and "describe" in b.info
 
 
 def test_perfect_answer_and_garbage():

@@ -106,3 +106,25 @@ def test_learn_method_sft_trains_with_sft_and_unknown_method_fails(tmp_path, mon
     assert trained == ["sft", "grpo"]
     with pytest.raises(ValueError, match="'ppo'"):
         experiment.learn(tmp_path, [], 2, method="ppo")
+
+
+def test_read_scores_exact_names_of_the_target_at_its_box(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import vlrl.rollout
+    from tasks.gui_grounding import experiment
+
+    asked = []
+
+    class Engine:  # names the target right on even screens, a wrong name on odd ones
+        def generate(self, observations, n=1, greedy=False):
+            assert n == 1 and greedy
+            asked.extend(o.messages[0]["content"][1]["text"] for o in observations)
+            return [[SimpleNamespace(text=o.info["metadata"]["target_name"] if o.info["metadata"]["index"] % 2 == 0 else "red OK button")]
+                    for o in observations]  # fmt: skip
+
+    monkeypatch.setattr(vlrl.rollout, "make_engine", lambda cfg, model, processor: Engine())
+    r = experiment.read(tmp_path, ["eval.batch_size=3", "task.n_widgets=[1,2]"], 6)
+    assert len(asked) == 6 and all(t.startswith("Name the element at [") for t in asked)
+    assert r["exact_name"] == 0.5 and r["held_out_screens"] == 6 and (tmp_path / "read.json").exists()
+    assert sum(v["n"] for k, v in r["breakdown"].items() if k.startswith("n_widgets=")) == 6

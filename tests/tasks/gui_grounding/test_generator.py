@@ -118,3 +118,15 @@ def test_jsonl_errors_name_file_and_line(tmp_path):
         with pytest.raises((ValueError, FileNotFoundError)) as e:
             read_jsonl(str(path))
         assert f"bad.jsonl:3" in str(e.value) and msg in str(e.value)
+
+
+def test_widget_name_names_every_attribute_an_instruction_uses():
+    from tasks.gui_grounding.generator import Widget, widget_name
+
+    assert widget_name(Widget("icon", color="blue", glyph="gear")) == "blue gear icon"
+    assert widget_name(Widget("button", label="Submit", color="green")) == "green Submit button"
+    assert widget_name(Widget("text_field", label="Email")) == "Email input field"
+    assert widget_name(Widget("checkbox", label="I agree")) == "I agree checkbox"
+    assert widget_name(Widget("menu_item", label="File")) == "File menu"
+    s = generate(7, n_widgets=(2, 3))
+    assert s.metadata["target_name"] == widget_name(s.widgets[s.target])
