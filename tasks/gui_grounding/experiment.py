@@ -145,7 +145,8 @@ def read(out: Path, overrides: list[str], n_eval: int) -> dict:
 
     cfg, task = validate(compose(BASE + overrides + [f"task.eval_examples={n_eval}"]))
     processor = load_processor(cfg.model)
-    engine = make_engine(cfg.rollout, load_model(cfg.model, torch.device("cpu"), trainable=False), processor)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    engine = make_engine(cfg.rollout, load_model(cfg.model, device, trainable=False), processor)
     env = task.make_env(cfg.task, "eval")
     rows = []
     for start in range(0, n_eval, cfg.eval.batch_size):
