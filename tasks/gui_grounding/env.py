@@ -68,8 +68,17 @@ def grounding_observation(image, instruction: str, bbox, cfg, extra: dict) -> Ob
         "image_size": list(frame), "orig_size": list(orig), "instruction": instruction,
         **extra,
     }  # fmt: skip
-    return Observation(messages=build_messages(instruction, cfg.prompt, getattr(cfg, "image_first", True)), images=[image], info=info,
+    return Observation(messages=build_messages(instruction, cfg.prompt, cfg.image_first), images=[image], info=info,
                        processor_kwargs={"images_kwargs": images_kwargs(cfg.min_pixels, cfg.max_pixels)})
+
+
+def as_reading_example(obs: Observation, image_first: bool) -> Observation:
+    """Turn a synthetic screen's observation into a reading example, in place: the same screen, the
+    question inverted (the target's box -> its name, ``info["describe"]``). Only supervised training
+    and `experiment read` use them; `GroundingEnv.step` refuses to score one."""
+    obs.messages = describe_messages(obs.info["gt_box"], image_first)
+    obs.info["describe"] = obs.info["metadata"]["target_name"]
+    return obs
 
 
 def _reads(seed: int, prob: float) -> bool:
@@ -88,9 +97,9 @@ class GroundingEnv:
         self.source = make_source(cfg, split)
         self.weighting = area_weighting(cfg)
         self.info: dict | None = None
-        self.read_prob = getattr(cfg, "describe_prob", 0.0) if split == "train" else 0.0
+        self.read_prob = cfg.describe_prob if split == "train" else 0.0
         self.read_source = self.source
-        if self.read_prob > 0 and getattr(cfg, "describe_n_widgets", None) is not None:
+        if self.read_prob > 0 and cfg.describe_n_widgets is not None:
             self.read_source = make_source(cfg, split)
             self.read_source.kwargs["n_widgets"] = tuple(cfg.describe_n_widgets)
 
@@ -105,9 +114,7 @@ class GroundingEnv:
         extra = {"sample_weight": weight, "target_rel_area": rel, "metadata": ex.metadata, "split": self.split}
         obs = grounding_observation(ex.image, ex.instruction, ex.bbox, self.cfg, extra)
         if reading:
-            # A reading example: same screen, the question inverted (box -> name); only SFT uses it.
-            obs.messages = describe_messages(obs.info["gt_box"], getattr(self.cfg, "image_first", True))
-            obs.info["describe"] = ex.metadata["target_name"]
+            as_reading_example(obs, self.cfg.image_first)
         self.info = obs.info
         return obs
 

@@ -141,7 +141,7 @@ def read(out: Path, overrides: list[str], n_eval: int) -> dict:
     from vlrl.models import load_model, load_processor
     from vlrl.rollout import make_engine
 
-    from .prompts import describe_messages
+    from .env import as_reading_example
 
     cfg, task = validate(compose(BASE + overrides + [f"task.eval_examples={n_eval}"]))
     processor = load_processor(cfg.model)
@@ -150,13 +150,12 @@ def read(out: Path, overrides: list[str], n_eval: int) -> dict:
     env = task.make_env(cfg.task, "eval")
     rows = []
     for start in range(0, n_eval, cfg.eval.batch_size):
-        obs = [env.reset(i) for i in range(start, min(n_eval, start + cfg.eval.batch_size))]
-        for o in obs:
-            o.messages = describe_messages(o.info["gt_box"], cfg.task.image_first)
+        obs = [as_reading_example(env.reset(i), cfg.task.image_first)
+               for i in range(start, min(n_eval, start + cfg.eval.batch_size))]
         for o, (sample,) in zip(obs, engine.generate(obs, n=1, greedy=True)):
-            meta = o.info["metadata"]
-            rows.append({"n_widgets": meta["n_widgets"], "kind": meta["target_kind"], "name": meta["target_name"],
-                         "answer": sample.text.strip(), "correct": float(sample.text.strip() == meta["target_name"])})
+            meta, answer = o.info["metadata"], sample.text.strip()
+            rows.append({"n_widgets": meta["n_widgets"], "kind": meta["target_kind"], "name": o.info["describe"],
+                         "answer": answer, "correct": float(answer == o.info["describe"])})
     by: dict[str, list[float]] = {}
     for r in rows:
         for key in (f"n_widgets={r['n_widgets']}", f"kind={r['kind']}"):
