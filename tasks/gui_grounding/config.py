@@ -72,6 +72,7 @@ class Config(ScoringConfig):
     success_beta: float = doc_field("blend of group success rate into sample_weights: 1 + beta * (1 - 2p); 0 = off", default=0.0)
     describe_prob: float = doc_field("share of synthetic training examples that ask for the target's name given its box (SFT warm start only; 0 = none)", default=0.0)
     describe_n_widgets: list[int] | None = doc_field("[min, max] widgets on the screens of those reading examples; None = n_widgets")
+    targets_per_screen: int = doc_field("synthetic training data: K consecutive examples share one screen, each naming a different widget where it has K (same-screen contrast for binding); 1 = a screen per example; held-out screens are unaffected", default=1)
 
     def __post_init__(self):
         super().__post_init__()
@@ -111,6 +112,10 @@ class Config(ScoringConfig):
             raise ValueError(f"difficulty_samples: must be >= 1, got {self.difficulty_samples}")
         if not 0.0 <= self.success_beta <= 1.0:
             raise ValueError(f"success_beta: must be in [0, 1], got {self.success_beta}")
+        if self.targets_per_screen < 1:
+            raise ValueError(f"targets_per_screen: must be >= 1, got {self.targets_per_screen}")
+        if self.targets_per_screen > 1 and self.data != "synthetic":
+            raise ValueError(f"targets_per_screen: needs data=synthetic (several targets per screen), got data={self.data!r}")
         if not 0.0 <= self.describe_prob <= 1.0:
             raise ValueError(f"describe_prob: must be in [0, 1], got {self.describe_prob}")
         if self.describe_prob > 0 and self.data != "synthetic":

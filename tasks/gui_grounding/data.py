@@ -128,18 +128,20 @@ def _jsonl_split(path: str, split: str, fraction: float) -> tuple[dict, ...]:
 
 
 class SyntheticSource:
-    """Generator screens; example `i` of a split uses layout seed `layout_seed(split, i)`."""
+    """Generator screens; example `i` of a split uses layout seed `layout_seed(split, i // K)` with
+    target offset `i % K`, K = `targets_per_screen` for training and 1 for held-out screens."""
 
     def __init__(self, cfg, split: str):
         self.split, self.kwargs = split, generator_kwargs(cfg)
         self.size = None if split == "train" else int(cfg.eval_examples)
+        self.per_screen = int(getattr(cfg, "targets_per_screen", 1)) if split == "train" else 1
 
     def __len__(self) -> int:
         return self.size if self.size is not None else 0
 
     def get(self, index: int) -> Example:
-        seed = layout_seed(self.split, index)
-        s = generate(seed, **self.kwargs)
+        seed = layout_seed(self.split, index // self.per_screen)
+        s = generate(seed, target_offset=index % self.per_screen, **self.kwargs)
         return Example(s.image, s.instruction, s.bbox, {**s.metadata, "layout_seed": seed, "index": int(index)})
 
     def relative_areas(self, n: int) -> list[float]:

@@ -290,8 +290,11 @@ def generate(
     appearance_prob: float = 0.5,
     render: bool = True,
     widget_scale: float = 1.0,
+    target_offset: int = 0,
 ) -> Screen:
-    """One screen, a pure function of its arguments. `render=False` skips drawing (layout only)."""
+    """One screen, a pure function of its arguments. `render=False` skips drawing (layout only).
+    `target_offset` k names the widget k places after the seed's own target (cyclically), so
+    offsets 0..n-1 of one seed give the same screen with each of its n widgets as the target."""
     lo, hi = n_widgets
     if not 1 <= lo <= hi:
         raise ValueError(f"n_widgets must satisfy 1 <= lo <= hi, got {n_widgets!r}")
@@ -340,7 +343,7 @@ def generate(
         sk = (x1, y1, min(area[2], x1 + rng.uniform(0.1, 0.45) * w), y1 + max(2, h * 0.008))
         if all(sk[2] < b[0] - 2 or sk[0] > b[2] + 2 or sk[3] < b[1] - 2 or sk[1] > b[3] + 2 for b in (wd.box for wd in widgets)):
             els.append(("bar", sk, th["muted"]))
-    ti = rng.randrange(len(widgets))
+    ti = (rng.randrange(len(widgets)) + target_offset) % len(widgets)
     target = widgets[ti]
     instruction, query, style = _describe(target, widgets, rng, appearance_prob)
     x1, y1, x2, y2 = target.box

@@ -222,3 +222,25 @@ def test_report_on_synthetic_episodes(tmp_path):
     assert rep["stderr"] == pytest.approx((0.75 * 0.25 / 4) ** 0.5)
     assert "platform/element_type" in rep["breakdown"]
     json.dumps(rep)
+
+
+def test_targets_per_screen_gives_consecutive_examples_one_screen_and_different_targets():
+    env = gg.make_env(cfg_of(n_widgets=[3, 3], targets_per_screen=3), "train")
+    obs = [env.reset(i) for i in range(6)]
+    for group in (obs[:3], obs[3:]):
+        seeds = {o.info["metadata"]["layout_seed"] for o in group}
+        assert len(seeds) == 1  # one screen ...
+        assert len({o.info["instruction"] for o in group}) == 3  # ... each of its widgets named once
+        assert len({tuple(o.info["gt_box"]) for o in group}) == 3
+        assert len({png(o.images[0]) for o in group}) == 1
+    assert obs[0].info["metadata"]["layout_seed"] != obs[3].info["metadata"]["layout_seed"]
+    # offset 0 is the screen's own target, so K=1 (the default) reproduces the plain examples
+    plain = gg.make_env(cfg_of(n_widgets=[3, 3]), "train")
+    assert env.reset(3).info["gt_box"] == plain.reset(1).info["gt_box"]
+    assert [plain.reset(i).info["instruction"] for i in range(4)] == [
+        gg.make_env(cfg_of(n_widgets=[3, 3], targets_per_screen=1), "train").reset(i).info["instruction"] for i in range(4)]
+    # held-out screens never repeat
+    ev = gg.make_env(cfg_of(n_widgets=[3, 3], targets_per_screen=3), "eval")
+    assert len({ev.reset(i).info["metadata"]["layout_seed"] for i in range(4)}) == 4
+    with pytest.raises(ValueError, match="targets_per_screen"):
+        cfg_of(targets_per_screen=0)
