@@ -14,7 +14,6 @@ first ``jsonl_eval_fraction`` of the hash range, so the split is stable under re
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
 import os
@@ -24,7 +23,7 @@ from typing import Iterable
 from PIL import Image
 
 from .config import generator_kwargs
-from .generator import generate, layout_seed
+from .generator import generate, hash64, layout_seed
 
 
 @dataclass
@@ -110,9 +109,7 @@ def read_jsonl(path: str, check_images: bool = True) -> list[dict]:
 
 
 def _heldout(rec: dict, fraction: float) -> bool:
-    key = f"{os.path.basename(rec['image'])}\t{rec['instruction']}".encode()
-    h = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
-    return h / 2**64 < fraction
+    return hash64(f"{os.path.basename(rec['image'])}\t{rec['instruction']}") / 2**64 < fraction
 
 
 @functools.lru_cache(maxsize=8)
@@ -134,7 +131,7 @@ class SyntheticSource:
     def __init__(self, cfg, split: str):
         self.split, self.kwargs = split, generator_kwargs(cfg)
         self.size = None if split == "train" else int(cfg.eval_examples)
-        self.per_screen = int(getattr(cfg, "targets_per_screen", 1)) if split == "train" else 1
+        self.per_screen = int(cfg.targets_per_screen) if split == "train" else 1
 
     def __len__(self) -> int:
         return self.size if self.size is not None else 0

@@ -10,7 +10,6 @@ GT box (mathematically the same test, since the mapping is a per-axis scaling).
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from rewards.gui import DEFAULT_WEIGHTS, box_area, evaluate, point_in_box
@@ -18,6 +17,7 @@ from vlrl.episode import Observation, StepResult
 
 from .coords import box_to_model, images_kwargs, model_frame_size, point_to_original
 from .data import make_source
+from .generator import hash64
 from .difficulty import area_weighting
 from .prompts import build_messages, describe_messages
 
@@ -85,8 +85,7 @@ def _reads(seed: int, prob: float) -> bool:
     """Whether training example `seed` is a reading example: a hash of the seed below `prob`."""
     if prob <= 0.0:
         return False
-    h = int.from_bytes(hashlib.blake2b(f"describe:{int(seed)}".encode(), digest_size=8).digest(), "big")
-    return h / 2**64 < prob
+    return hash64(f"describe:{int(seed)}") / 2**64 < prob
 
 
 class GroundingEnv:

@@ -48,13 +48,17 @@ LABEL_POOLS = {"button": BUTTON_LABELS, "text_field": FIELD_LABELS, "checkbox": 
 EVAL_BIT = 1 << 62  # layout seeds with this bit set are the held-out split
 
 
+def hash64(key: str) -> int:
+    """A stable 64-bit hash of `key` (blake2b): seeds and hash splits that do not depend on Python's hash()."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
+
+
 def layout_seed(split: str, index: int) -> int:
     """Layout seed of example `index` of a split: a 62-bit hash of (split, index), plus EVAL_BIT
     for "eval". Train and eval seed sets are disjoint by construction; `split_of` inverts it."""
     if split not in ("train", "eval"):
         raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
-    h = int.from_bytes(hashlib.blake2b(f"{split}:{int(index)}".encode(), digest_size=8).digest(), "big")
-    h &= EVAL_BIT - 1
+    h = hash64(f"{split}:{int(index)}") & (EVAL_BIT - 1)
     return h | EVAL_BIT if split == "eval" else h
 
 

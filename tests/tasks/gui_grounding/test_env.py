@@ -237,8 +237,7 @@ def test_targets_per_screen_gives_consecutive_examples_one_screen_and_different_
     # offset 0 is the screen's own target, so K=1 (the default) reproduces the plain examples
     plain = gg.make_env(cfg_of(n_widgets=[3, 3]), "train")
     assert env.reset(3).info["gt_box"] == plain.reset(1).info["gt_box"]
-    assert [plain.reset(i).info["instruction"] for i in range(4)] == [
-        gg.make_env(cfg_of(n_widgets=[3, 3], targets_per_screen=1), "train").reset(i).info["instruction"] for i in range(4)]
+    assert env.reset(3).info["instruction"] == plain.reset(1).info["instruction"]
     # held-out screens never repeat
     ev = gg.make_env(cfg_of(n_widgets=[3, 3], targets_per_screen=3), "eval")
     assert len({ev.reset(i).info["metadata"]["layout_seed"] for i in range(4)}) == 4
