@@ -77,10 +77,10 @@ def grow_checkpoint(src: Path, dst: Path, text_mult: int = 1, vision_mult: int =
         raise FileNotFoundError(f"{src / 'model.safetensors'} not found (a single-file save_pretrained folder is expected)")
     shutil.copytree(src, dst, dirs_exist_ok=True)
     config = json.loads((src / "config.json").read_text())
-    config["text_config"]["intermediate_size"] *= text_mult
+    text = config["text_config"]
+    text["intermediate_size"] *= text_mult
     config["vision_config"]["intermediate_size"] *= vision_mult
     state = widen_state_dict(load_file(src / "model.safetensors"), text_mult, vision_mult, seed)
-    text = config["text_config"]
     state = deepen_state_dict(state, text["num_hidden_layers"], extra_layers)
     text["num_hidden_layers"] += extra_layers
     if "layer_types" in text:  # transformers 5 checks that it lists one type per layer

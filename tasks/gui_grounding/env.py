@@ -17,8 +17,8 @@ from vlrl.episode import Observation, StepResult
 
 from .coords import box_to_model, images_kwargs, model_frame_size, point_to_original
 from .data import make_source
-from .generator import hash64
 from .difficulty import area_weighting
+from .generator import hash64
 from .prompts import build_messages, describe_messages
 
 
