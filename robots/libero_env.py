@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from robots.env import SuiteEnvBase
+from robots.suite_base import SuiteEnvBase
 from robots.gl import configure_gl
 from robots.libero_setup import setup_libero
 

@@ -17,7 +17,7 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO_ROOT / "configs"
@@ -225,7 +225,7 @@ def import_task(cfg_task: DictConfig | dict):
     module = cfg_task.get("module") if cfg_task is not None else None
     if not module:
         raise ValueError("config 'task.module' is missing: choose a task, e.g. `task=gui_grounding`")
-    if "/" in module or module.endswith(".py"):
+    if is_task_path(module):
         return _import_path(module)
     try:
         return importlib.import_module(module)
@@ -241,7 +241,11 @@ def _import_path(module: str):
     file = path / "__init__.py" if path.is_dir() else path
     if not file.exists():
         raise ValueError(f"config 'task.module': no task at {module!r} (looked for {file})")
-    name = "vlrl_user_task_" + path.stem.replace("-", "_")
+    import hashlib
+
+    # Keyed by the resolved path: two task folders with the same name (copies of a template) stay apart.
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
+    name = f"vlrl_user_task_{path.stem.replace('-', '_')}_{digest}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=[str(path)] if path.is_dir() else None)
@@ -251,35 +255,76 @@ def _import_path(module: str):
     return mod
 
 
+def is_task_path(module: str) -> bool:
+    """`task.module` names a folder or file (outside the package) rather than a dotted module."""
+    return "/" in module or module.endswith(".py")
+
+
+def task_yaml(module: str) -> Path:
+    """Where a path task keeps its config: `FOLDER/task.yaml`, or `NAME.yaml` beside `NAME.py`."""
+    path = Path(resolve_path(module))
+    return path / "task.yaml" if path.is_dir() or not path.suffix else path.with_suffix(".yaml")
+
+
+def _split_task_overrides(overrides: list[str]) -> tuple[str | None, list[str], list]:
+    """(the task path when `task.module=PATH` names one, the other overrides, the parsed task.* overrides)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    path = next((str(o.value()) for o in parsed if o.key_or_group == "task.module" and is_task_path(str(o.value()))), None)
+    if path is None:
+        return None, list(overrides), []
+    rest = [text for text, o in zip(overrides, parsed) if o.key_or_group != "task" and not o.key_or_group.startswith("task.")]
+    mine = [o for o in parsed if o.key_or_group.startswith("task.")]
+    return path, rest, mine
+
+
 def compose(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
-    """Compose the Hydra tree with command-line style overrides (no chdir, no output dirs)."""
+    """Compose the Hydra tree with command-line style overrides (no chdir, no output dirs).
+
+    `task.module=PATH` (a task folder or .py file anywhere) takes the task's config from the YAML beside it
+    (`task_yaml`), or from its Config's defaults when there is none, instead of configs/task/."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
     from hydra.core.config_store import ConfigStore
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import ConfigCompositionException, OverrideParseException
 
     # The typed schema under the YAML tree: every field exists (with its default) even when a group's
     # YAML file does not list it, and a wrongly typed override fails at composition.
     ConfigStore.instance().store(name="_schema", node=Config)
-    from hydra.errors import ConfigCompositionException
-
+    try:
+        task_path, overrides, task_overrides = _split_task_overrides(list(overrides or []))
+    except OverrideParseException as e:
+        raise ValueError(f"invalid override: {e}") from None
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         try:
-            return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+            raw = hydra_compose(config_name=config_name, overrides=overrides + (["~task"] if task_path else []))
         except ConfigCompositionException as e:
             cause = f": {e.__cause__}" if e.__cause__ else ""
             raise ValueError(f"invalid config: {e}{cause}") from None
+    if task_path:
+        yaml = task_yaml(task_path)
+        node = OmegaConf.load(yaml) if yaml.exists() else OmegaConf.create({})
+        node.module = task_path
+        for o in task_overrides:
+            OmegaConf.update(node, o.key_or_group[len("task."):], o.value(), force_add=True)
+        with open_dict(raw):
+            raw.task = node
+    return raw
 
 
 def validate(raw: DictConfig) -> tuple[Config, Any]:
-    """Typed config and typed task config from a composed DictConfig; errors name the field."""
+    """`(cfg, task)`: the typed config (its `task` field the task's own typed Config) and the task behind
+    its contract (`vlrl.task.LoadedTask`); errors name the field or the missing task member."""
     from omegaconf.errors import OmegaConfBaseException
+
+    from vlrl.task import load_task
 
     raw = copy.deepcopy(raw)
     task_raw = raw.get("task")
-    task_mod = import_task(task_raw)
+    task_mod = load_task(import_task(task_raw))
     try:
         schema = OmegaConf.structured(Config)
         # A plain container: a node typed by the composition schema would let force-added keys through.

@@ -39,26 +39,28 @@ def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
     processor = load_processor(cfg.model)
     model = load_model(cfg.model, device, trainable=False)
     engine = _FreeEncodings(make_engine(cfg.rollout, model, processor))
-    available = task.num_examples(cfg.task, cfg.eval.split) if hasattr(task, "num_examples") else None
+    available = task.num_examples(cfg.task, cfg.eval.split)
     n = cfg.eval.num_examples or (available if available is not None else DEFAULT_GENERATED_EXAMPLES)
     if available is not None:
         n = min(n, available)
     torch.manual_seed(cfg.eval.seed)
     t0 = time.perf_counter()
-    episodes = []
+    episodes, stats = [], {}
     with Progress(TextColumn("[bold]eval"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeRemainingColumn(), disable=not progress) as bar:
         job = bar.add_task("eval", total=n)
         for start in range(0, n, cfg.eval.batch_size):
             seeds = list(range(start, min(n, start + cfg.eval.batch_size)))
             batch = run_episodes(engine, lambda: task.make_env(cfg.task, cfg.eval.split), seeds, 1,
-                                 cfg.rollout.max_turns, greedy=cfg.eval.greedy)
+                                 cfg.rollout.max_turns, greedy=cfg.eval.greedy, stats=stats)
             for ep in batch[max(0, cfg.eval.dump_images - len(episodes)):]:
                 for turn in ep.turns[1:]:  # later turns' images of multi-turn episodes: not needed by any report
                     turn.observation.images = []
             episodes.extend(batch)
             bar.update(job, advance=len(seeds))
-    report = task.report(episodes, cfg.task)
+    # Samples that never became an episode (unreadable input) are counted, never silently dropped.
+    unread = {"count": stats.get("skipped_samples", 0), "reasons": stats.get("skipped_reasons", {})}
+    report = task.report(episodes, cfg.task, skipped=unread)
     report["meta"] = {
         "task": cfg.task.name, "model": cfg.model.path, "split": cfg.eval.split, "examples": n,
         "greedy": cfg.eval.greedy, "seed": cfg.eval.seed, "wall_s": round(time.perf_counter() - t0, 2),
@@ -85,21 +87,19 @@ class _FreeEncodings:
 
 
 def check_max_turns(cfg: Config, task) -> None:
-    """Multi-turn tasks with a step limit (`required_max_turns(task_cfg)`) need rollout.max_turns >= it."""
-    if hasattr(task, "required_max_turns"):
-        need = task.required_max_turns(cfg.task)
-        if cfg.rollout.max_turns < need:
-            raise ValueError(f"invalid config value for 'rollout.max_turns': {cfg.rollout.max_turns} is below the "
-                             f"{need} steps an episode of task {cfg.task.name!r} may take; set rollout.max_turns={need}")
+    """Multi-turn tasks with a step limit (`required_max_turns(cfg)`) need rollout.max_turns >= it."""
+    need = task.required_max_turns(cfg.task)
+    if cfg.rollout.max_turns < need:
+        raise ValueError(f"invalid config value for 'rollout.max_turns': {cfg.rollout.max_turns} is below the "
+                         f"{need} steps an episode of task {cfg.task.name!r} may take; set rollout.max_turns={need}")
 
 
 def write_report(report: dict, episodes: list, cfg: Config, task, output: str) -> Path:
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    if hasattr(task, "markdown"):
-        out.with_suffix(".md").write_text(task.markdown(report))
-    if cfg.eval.dump_images and hasattr(task, "dump_examples"):
+    out.with_suffix(".md").write_text(task.markdown(report, cfg.task))
+    if cfg.eval.dump_images:
         task.dump_examples(episodes[: cfg.eval.dump_images], out.with_suffix(""), cfg.task)
     return out
 
@@ -117,8 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     path = write_report(report, episodes, cfg, task, output)
     summary = {k: v for k, v in report.items() if isinstance(v, (int, float))}
     print(json.dumps(summary))
-    if hasattr(task, "markdown"):
-        print(task.markdown(report))
+    print(task.markdown(report, cfg.task))
     print(f"[vlrl] report: {path}")
 
 

@@ -2,8 +2,8 @@
 
 RL needs a policy that already succeeds sometimes. This trains one on the task's own data: each step
 draws fresh training examples (`env.reset(seed)`), asks the task for the reference answer
-(`task.reference_answer(observation, task_cfg) -> str`, or `reference_ids(...) -> list[int]` when the
-answer is tokens, e.g. VLA actions) and minimises the answer-only token NLL.
+(the task's `reference_answer(observation, cfg) -> str`, or `reference_ids(...) -> list[int]` when the
+answer is tokens, e.g. VLA actions; vlrl/task.py) and minimises the answer-only token NLL.
 Same model loading, forward (one vision pass per observation), checkpoints and resume as training;
 `sft.curriculum` switches task settings (e.g. the number of widgets) by step.
 """
@@ -67,7 +67,7 @@ def sft_step(model, processor, optimizer, scheduler, rows: list[Row], micro_batc
 def run(cfg: Config, task) -> dict:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    if not hasattr(task, "reference_answer"):
+    if not task.can_imitate:
         raise ValueError(f"task {cfg.task.name!r} has no reference_answer(observation, cfg): nothing to imitate")
     r = start_run(cfg, cfg.trainer.steps)
     accelerator, rank, world, main = r.accelerator, r.rank, r.world, r.main
@@ -76,7 +76,6 @@ def run(cfg: Config, task) -> dict:
     if main:
         print(f"[vlrl sft] {'resuming from ' + str(resume_from) if resume_from else 'starting'}: task={cfg.task.name} "
               f"steps={cfg.trainer.steps} batch={cfg.trainer.prompts_per_step} -> {out_dir}", flush=True)
-    eos = processor.tokenizer.eos_token
 
     def save(step: int):
         if main:
@@ -101,11 +100,7 @@ def run(cfg: Config, task) -> dict:
             rows = []
             for seed in prompt_seeds(cfg, step, rank, world):
                 obs = env.reset(seed)
-                if hasattr(task, "reference_ids"):  # token-level answers (VLA actions) skip re-tokenisation
-                    ids = list(task.reference_ids(obs, task_cfg)) + [processor.tokenizer.eos_token_id]
-                else:
-                    ids = processor.tokenizer(task.reference_answer(obs, task_cfg) + eos, add_special_tokens=False)["input_ids"]
-                rows.append(Row(obs, ids))
+                rows.append(Row(obs, task.reference_ids(obs, task_cfg, processor.tokenizer)))
             metrics = sft_step(model, processor, optimizer, scheduler, rows, cfg.trainer.micro_batch_size, cfg.trainer.max_grad_norm)
             metrics.update({"lr": scheduler.get_last_lr()[0], "time/step": time.perf_counter() - t0,
                             "time/elapsed": time.perf_counter() - t_start, "memory/peak_mb": peak_memory_mb()})

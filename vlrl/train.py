@@ -67,22 +67,11 @@ def prompt_seeds(cfg: Config, step: int, rank: int, world: int) -> list[int]:
 
 
 def group_weights(task, cfg: Config, episodes) -> list[float]:
-    """Per-episode loss weights: the task's `sample_weights(group)` hook, else Observation.info."""
-    G = cfg.algo.group_size
-    if hasattr(task, "sample_weights"):
-        out = []
-        for i in range(0, len(episodes), G):
-            out.extend(task.sample_weights(episodes[i : i + G], cfg.task))
-        return out
-    return [float(ep.turns[0].observation.info.get("sample_weight", 1.0)) if ep.turns else 1.0 for ep in episodes]
-
-
-def episode_success(task, episode) -> float:
-    """The task's `episode_success(episode)` hook, else 1 for a positive total reward."""
-    if hasattr(task, "episode_success"):
-        return float(task.episode_success(episode))
-    r = episode.total_reward()
-    return float(r == r and r > 0)
+    """Per-episode loss weights, one group of G at a time (the task's `sample_weights` hook)."""
+    G, out = cfg.algo.group_size, []
+    for i in range(0, len(episodes), G):
+        out.extend(task.sample_weights(episodes[i : i + G], cfg.task))
+    return out
 
 
 def informative(episodes, cfg: Config) -> list[bool]:
@@ -193,12 +182,11 @@ def run(cfg: Config, task) -> dict:
             with gathered(model):  # FSDP2 / ZeRO-3: ragged rollouts cannot run sharded forwards
                 episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns,
                                         stats=rollout_stats)
-            if hasattr(task, "score_episodes"):  # batched post-rollout rewards (learned reward models)
-                task.score_episodes(episodes, cfg.task)
+            task.score_episodes(episodes, cfg.task)  # batched post-rollout rewards (learned reward models)
             t_rollout = time.perf_counter() - t0
             if curriculum is not None:
                 for ep in episodes:
-                    curriculum.record(ep.seed, episode_success(task, ep))
+                    curriculum.record(ep.seed, task.episode_success(ep, cfg.task))
 
             keep = informative(episodes, cfg) if cfg.algo.filter_groups else [True] * len(episodes)
             sel = [i for i, k in enumerate(keep) if k]

@@ -1,8 +1,8 @@
 """GUI grounding with GUI-G1 rewards on synthetic screens (or your own JSONL). See README.md.
 
-Task contract (imported by the core through `Config.module`): Config, make_env, num_examples,
-report, sample_weights, episode_success (for the seed curriculum), reference_answer (for the
-supervised warm start, vlrl/sft.py).
+Task contract (vlrl/task.py): Config, make_env, num_examples, report; hooks sample_weights,
+episode_success (for the seed curriculum), reference_answer (for the supervised warm start,
+vlrl/sft.py), markdown, dump_examples.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def sample_weights(group, cfg: Config) -> list[float]:
     return group_weights(base, hits, cfg.success_beta)
 
 
-def episode_success(ep) -> float:
+def episode_success(ep, cfg: Config) -> float:
     """1 if the answer's box centre is inside the target (the click hits), else 0. The core's default
     (total reward > 0) would count any answer with some IoU or box-shape credit as a success."""
     return float(ep.turns[0].info.get("hit", 0.0))
@@ -70,7 +70,7 @@ def _hit(ep, cfg) -> float:
     return analyse_answer(turn.response_text or "", turn.observation.info, cfg.big_box_fraction)["hit"]
 
 
-def markdown(rep: dict) -> str:
+def markdown(rep: dict, cfg: Config) -> str:
     """The report as a Markdown table (written next to the JSON by vlrl/evaluate.py)."""
     return to_markdown(rep)
 

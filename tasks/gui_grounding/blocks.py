@@ -16,6 +16,7 @@ import random
 
 from PIL import Image
 
+from .example import Example
 from .generator import layout_seed
 
 SIDES = (112, 140, 168)  # multiples of 28: the image is already its own model frame
@@ -50,8 +51,6 @@ class BlocksSource:
         return self.size if self.size is not None else 0
 
     def get(self, index: int):
-        from .data import Example
-
         seed = layout_seed(self.split, index)
         image, instruction, bbox, meta = block_example(seed)
         return Example(image, instruction, bbox, {**meta, "layout_seed": seed, "index": int(index)})

@@ -17,23 +17,13 @@ import functools
 import json
 import math
 import os
-from dataclasses import dataclass, field
 from typing import Iterable
 
 from PIL import Image
 
 from .config import generator_kwargs
+from .example import Example
 from .generator import generate, hash64, layout_seed
-
-
-@dataclass
-class Example:
-    """One grounding example in original pixels."""
-
-    image: Image.Image
-    instruction: str
-    bbox: list[float]
-    metadata: dict = field(default_factory=dict)
 
 
 def write_jsonl(path: str, seeds: Iterable[int], image_dir: str = "images", split: str | None = None, **gen_kwargs) -> int:

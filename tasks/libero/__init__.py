@@ -120,6 +120,7 @@ def report(episodes, cfg: Config) -> dict:
         "overall": rate, "success_rate": rate, "count": trials, "successes": successes,
         "mean_steps": all_steps / trials if trials else 0.0,
         "invalid_action_rate": sum(invalid.values()) / max(all_steps, 1),
+        "breakdown": {f"{cfg.suite}/task_{e['task_id']}": e["success_rate"] for e in tasks},
         "suites": {cfg.suite: {"success_rate": rate, "trials": trials, "successes": successes, "tasks": tasks}},
         "protocol": {"name": "openvla-libero", "suite": cfg.suite, "trials_per_task": cfg.trials_per_task,
                      "num_wait_steps": cfg.num_wait_steps, "max_steps": max_steps(cfg), "env_seed": cfg.env_seed,
@@ -127,7 +128,7 @@ def report(episodes, cfg: Config) -> dict:
     }
 
 
-def markdown(rep: dict) -> str:
+def markdown(rep: dict, cfg: Config) -> str:
     """Per-task rows and one row per suite, as a Markdown table."""
     lines = ["| suite | task | instruction | success | trials |", "|---|---|---|---|---|"]
     for suite, s in rep["suites"].items():

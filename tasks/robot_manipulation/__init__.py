@@ -40,10 +40,15 @@ def report(episodes, cfg: Config) -> dict:
     """Success rate (overall), mean episode length in turns, share of invalid-action turns."""
     n = len(episodes)
     if n == 0:
-        return {"overall": 0.0, "count": 0}
+        return {"overall": 0.0, "count": 0, "breakdown": {}}
     success = [any(t.rewards.get("success", 0.0) for t in ep.turns) for ep in episodes]
     turns = [len(ep.turns) for ep in episodes]
     all_turns = [t for ep in episodes for t in ep.turns]
     invalid = sum(t.info.get("reason") == "invalid_action" for t in all_turns)
+    ended = {}  # how episodes ended: success, the step limit, or an env-reported reason
+    for ep, ok in zip(episodes, success):
+        why = "success" if ok else ("truncated" if ep.turns and ep.turns[-1].truncated else "failed")
+        ended[why] = ended.get(why, 0) + 1
     return {"overall": sum(success) / n, "success_rate": sum(success) / n, "count": n,
-            "mean_turns": sum(turns) / n, "invalid_action_rate": invalid / max(len(all_turns), 1)}
+            "mean_turns": sum(turns) / n, "invalid_action_rate": invalid / max(len(all_turns), 1),
+            "breakdown": {"ended": ended}}

@@ -51,7 +51,7 @@ def num_examples(cfg: Config, split: str = "eval") -> int:
     return len(load_records(cfg)[1])
 
 
-def markdown(rep: dict) -> str:
+def markdown(rep: dict, cfg: Config) -> str:
     """The report as a Markdown table (written next to the JSON by vlrl/evaluate.py)."""
     return to_markdown(rep)
 

@@ -71,4 +71,8 @@ def reference_answer(obs: Observation, cfg: Config) -> str:
 
 def report(episodes: list[Episode], cfg: Config) -> dict:
     scores = [sum(t.rewards["score"] for t in ep.turns) / len(ep.turns) for ep in episodes]
-    return {"overall": sum(scores) / len(scores), "count": len(scores)}
+    by_color: dict[str, list[float]] = {}
+    for ep, s in zip(episodes, scores):
+        by_color.setdefault(ep.turns[0].observation.info["color"], []).append(s)
+    return {"overall": sum(scores) / len(scores), "count": len(scores),
+            "breakdown": {c: sum(v) / len(v) for c, v in sorted(by_color.items())}}

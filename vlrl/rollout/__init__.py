@@ -9,18 +9,10 @@ from __future__ import annotations
 
 import copy
 import warnings
-from dataclasses import dataclass
 from typing import Callable
 
 from vlrl.episode import Env, Episode, Turn
-
-
-@dataclass
-class Sample:
-    response_ids: list[int]  # EOS included when the model stopped
-    logprobs: list[float]  # per token, at the sampling temperature
-    text: str
-    finished: bool  # stopped on EOS (False: hit max_new_tokens)
+from vlrl.rollout.sample import Sample  # noqa: F401  (engines return it; re-exported)
 
 
 def make_engine(cfg, model, processor):

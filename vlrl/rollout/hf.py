@@ -16,7 +16,7 @@ from vlrl.config import RolloutConfig
 from vlrl.encoding import allowed_mask, banned_token_ids, collate_prompts, encode, mask_banned, mask_disallowed
 from vlrl.episode import Observation
 from vlrl.models import base_model
-from vlrl.rollout import Sample
+from vlrl.rollout.sample import Sample
 
 
 class _AllowedTokens:

@@ -16,7 +16,7 @@ from vlrl.config import RolloutConfig
 from vlrl.encoding import banned_token_ids
 from vlrl.episode import Observation
 from vlrl.models import base_model
-from vlrl.rollout import Sample
+from vlrl.rollout.sample import Sample
 
 
 class VLLMEngine:

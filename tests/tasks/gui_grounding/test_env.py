@@ -191,9 +191,9 @@ def test_episode_success_is_the_click_hit_not_partial_credit():
     off = [x1 + 0.8 * (x2 - x1), y1, min(x2 + 2 * (x2 - x1), w), y2]
     near = env.step(answer(off))
     assert near.info["hit"] == 0.0 and sum(near.rewards.values()) > 0
-    assert gg.episode_success(episode(obs, answer(off), near)) == 0.0
+    assert gg.episode_success(episode(obs, answer(off), near), cfg_of()) == 0.0
     hit = answer(obs.info["gt_box"])
-    assert gg.episode_success(episode(obs, hit, env.step(hit))) == 1.0
+    assert gg.episode_success(episode(obs, hit, env.step(hit)), cfg_of()) == 1.0
 
 
 def test_jsonl_data_source(tmp_path):
