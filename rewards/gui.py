@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,13 @@ TERMS = ("hit", "iou", "box")
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _KEYED = re.compile(r'"?(bbox_2d|point_2d)"?\s*:\s*\[([^\[\]]*)\]')
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:NaN|nan|Infinity|inf)"
+
+
+def weighted_terms(raw: Mapping[str, float], weights: Mapping[str, float] | None = None,
+                   terms: Iterable[str] = TERMS) -> dict[str, float]:
+    """``{term: weight * raw[term]}`` for each of `terms`, `weights` merged over DEFAULT_WEIGHTS."""
+    w = {**DEFAULT_WEIGHTS, **(weights or {})}
+    return {t: w[t] * raw[t] for t in terms}
 
 
 @dataclass
@@ -72,8 +80,7 @@ class Evaluation:
     pred: Prediction | None = None  # the parsed prediction after clipping (None if unusable)
 
     def weighted(self, weights: dict[str, float] | None = None, terms=TERMS) -> dict[str, float]:
-        w = {**DEFAULT_WEIGHTS, **(weights or {})}
-        return {t: w[t] * getattr(self, t) for t in terms}
+        return weighted_terms({t: getattr(self, t) for t in TERMS}, weights, terms)
 
 
 # ----------------------------------------------------------------------------------- parsing

@@ -3,34 +3,28 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rewards.gui import DEFAULT_WEIGHTS, TERMS
+from vlrl.config import opt
 
 from .generator import KINDS, LABEL_POOLS, PLATFORMS
 from .prompts import PROMPTS
-
-
-def doc_field(text: str, **kw):
-    """A dataclass field with a one-line description in its metadata."""
-    if "default_factory" not in kw:
-        kw.setdefault("default", None)
-    return field(metadata={"help": text}, **kw)
 
 
 @dataclass
 class ScoringConfig:
     """Fields shared by every grounding task (synthetic screens, ScreenSpot, ScreenSpot-Pro)."""
 
-    name: str = doc_field("task name (used in logs and run names)", default="gui_grounding")
-    module: str = doc_field("python module implementing the task", default="tasks.gui_grounding")
-    prompt: str = doc_field("prompt template: 'fast' (answer only) or 'think' (<think>...</think> then answer)", default="fast")
-    image_first: bool = doc_field("image before the instruction in the user turn (GUI-G1's order); false puts the text first, so that a causal model's image tokens can attend to it", default=True)
-    reward_terms: list[str] = doc_field("reward terms returned by step(): subset of hit, iou, box", default_factory=lambda: list(TERMS))
-    reward_weights: dict[str, float] = doc_field("weight of each raw reward term", default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    min_pixels: int = doc_field("smart_resize lower bound on the model-frame area (pixels)", default=56 * 56)
-    max_pixels: int = doc_field("smart_resize upper bound on the model-frame area (pixels)", default=160 * 160)
-    big_box_fraction: float = doc_field("a predicted box covering more than this fraction of the screen counts as 'big'", default=0.25)
+    name: str = opt("gui_grounding", "task name (used in logs and run names)")
+    module: str = opt("tasks.gui_grounding", "python module implementing the task")
+    prompt: str = opt("fast", "prompt template: 'fast' (answer only) or 'think' (<think>...</think> then answer)")
+    image_first: bool = opt(True, "image before the instruction in the user turn (GUI-G1's order); false puts the text first, so that a causal model's image tokens can attend to it")
+    reward_terms: list[str] = opt(list(TERMS), "reward terms returned by step(): subset of hit, iou, box")
+    reward_weights: dict[str, float] = opt(dict(DEFAULT_WEIGHTS), "weight of each raw reward term")
+    min_pixels: int = opt(56 * 56, "smart_resize lower bound on the model-frame area (pixels)")
+    max_pixels: int = opt(160 * 160, "smart_resize upper bound on the model-frame area (pixels)")
+    big_box_fraction: float = opt(0.25, "a predicted box covering more than this fraction of the screen counts as 'big'")
 
     def __post_init__(self):
         if self.prompt not in PROMPTS:
@@ -52,27 +46,27 @@ class ScoringConfig:
 class Config(ScoringConfig):
     """GUI grounding on synthetic screens (or a user JSONL), GUI-G1 rewards."""
 
-    data: str = doc_field("'synthetic' (the generator), 'blocks' (one plain block: warm-up for models trained from scratch) or a path to a JSONL file of records", default="synthetic")
-    eval_data: str | None = doc_field("eval source: None = held-out part of `data`; or 'synthetic' / a JSONL path")
-    eval_examples: int = doc_field("number of held-out synthetic screens in the eval split", default=256)
-    jsonl_eval_fraction: float = doc_field("share of JSONL records (without a 'split' field) held out for eval", default=0.1)
-    n_widgets: list[int] = doc_field("curriculum: [min, max] targetable widgets per screen", default_factory=lambda: [1, 3])
-    width_range: list[int] = doc_field("[min, max] original screen width in pixels", default_factory=lambda: [224, 448])
-    platforms: list[str] = doc_field("platform looks to sample from", default_factory=lambda: list(PLATFORMS))
-    kinds: list[str] = doc_field("widget kinds to sample from", default_factory=lambda: list(KINDS))
-    decor: bool = doc_field("draw non-target decoration (status/title/address bars, skeleton lines)", default=True)
-    appearance_prob: float = doc_field("probability a button is named by colour when that is unique", default=0.5)
-    widget_scale: float = doc_field("multiplies widget sizes; > 1 gives targets a tiny model can resolve at small frames", default=1.0)
-    difficulty: str = doc_field("loss weighting: 'off' or 'area' (smaller target = larger weight)", default="area")
-    difficulty_gamma: float = doc_field("exponent of the area weight (a / a_ref) ** -gamma", default=0.5)
-    difficulty_ref_area: float | None = doc_field("reference relative area a_ref; None = median of the training data")
-    difficulty_min: float = doc_field("lower clip of the unnormalised area weight", default=0.5)
-    difficulty_max: float = doc_field("upper clip of the unnormalised area weight", default=2.0)
-    difficulty_samples: int = doc_field("training examples used to estimate a_ref and the normaliser", default=512)
-    success_beta: float = doc_field("blend of group success rate into sample_weights: 1 + beta * (1 - 2p); 0 = off", default=0.0)
-    describe_prob: float = doc_field("share of synthetic training examples that ask for the target's name given its box (SFT warm start only; 0 = none)", default=0.0)
-    describe_n_widgets: list[int] | None = doc_field("[min, max] widgets on the screens of those reading examples; None = n_widgets")
-    targets_per_screen: int = doc_field("synthetic training data: K consecutive examples share one screen, each naming a different widget where it has K (same-screen contrast for binding); 1 = a screen per example; held-out screens are unaffected", default=1)
+    data: str = opt("synthetic", "'synthetic' (the generator), 'blocks' (one plain block: warm-up for models trained from scratch) or a path to a JSONL file of records")
+    eval_data: str | None = opt(None, "eval source: None = held-out part of `data`; or 'synthetic' / a JSONL path")
+    eval_examples: int = opt(256, "number of held-out synthetic screens in the eval split")
+    jsonl_eval_fraction: float = opt(0.1, "share of JSONL records (without a 'split' field) held out for eval")
+    n_widgets: list[int] = opt([1, 3], "curriculum: [min, max] targetable widgets per screen")
+    width_range: list[int] = opt([224, 448], "[min, max] original screen width in pixels")
+    platforms: list[str] = opt(list(PLATFORMS), "platform looks to sample from")
+    kinds: list[str] = opt(list(KINDS), "widget kinds to sample from")
+    decor: bool = opt(True, "draw non-target decoration (status/title/address bars, skeleton lines)")
+    appearance_prob: float = opt(0.5, "probability a button is named by colour when that is unique")
+    widget_scale: float = opt(1.0, "multiplies widget sizes; > 1 gives targets a tiny model can resolve at small frames")
+    difficulty: str = opt("area", "loss weighting: 'off' or 'area' (smaller target = larger weight)")
+    difficulty_gamma: float = opt(0.5, "exponent of the area weight (a / a_ref) ** -gamma")
+    difficulty_ref_area: float | None = opt(None, "reference relative area a_ref; None = median of the training data")
+    difficulty_min: float = opt(0.5, "lower clip of the unnormalised area weight")
+    difficulty_max: float = opt(2.0, "upper clip of the unnormalised area weight")
+    difficulty_samples: int = opt(512, "training examples used to estimate a_ref and the normaliser")
+    success_beta: float = opt(0.0, "blend of group success rate into sample_weights: 1 + beta * (1 - 2p); 0 = off")
+    describe_prob: float = opt(0.0, "share of synthetic training examples that ask for the target's name given its box (SFT warm start only; 0 = none)")
+    describe_n_widgets: list[int] | None = opt(None, "[min, max] widgets on the screens of those reading examples; None = n_widgets")
+    targets_per_screen: int = opt(1, "synthetic training data: K consecutive examples share one screen, each naming a different widget where it has K (same-screen contrast for binding); 1 = a screen per example; held-out screens are unaffected")
 
     def __post_init__(self):
         super().__post_init__()

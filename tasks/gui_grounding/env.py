@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewards.gui import DEFAULT_WEIGHTS, box_area, evaluate, point_in_box
+from rewards.gui import box_area, evaluate, point_in_box, weighted_terms
 from vlrl.episode import Observation, StepResult
 
 from .coords import box_to_model, images_kwargs, model_frame_size, point_to_original
@@ -47,8 +47,7 @@ def analyse_answer(text: str, info: dict, big_box_fraction: float = 0.25) -> dic
 def grounding_step(text: str, info: dict, cfg) -> StepResult:
     """Score one answer: weighted `rewards` for the selected terms, numeric `info` + `reason`."""
     a = analyse_answer(text, info, cfg.big_box_fraction)
-    weights = {**DEFAULT_WEIGHTS, **dict(cfg.reward_weights)}
-    rewards = {t: weights[t] * a[t] for t in cfg.reward_terms}
+    rewards = weighted_terms(a, dict(cfg.reward_weights), cfg.reward_terms)
     diag = {k: a[k] for k in ("hit", "iou", "area_ratio", "big_box", "reason")}
     return StepResult(observation=None, rewards=rewards, done=True, info=diag)
 

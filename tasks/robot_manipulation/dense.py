@@ -3,15 +3,15 @@
 The sparse ``success`` reward stays as the env gives it. With ``task.dense_reward`` set, the training
 loop calls `score_episodes(episodes, cfg)` right after each rollout; it scores every episode in ONE
 batched call of the reward model and adds ``turn.rewards["dense"] = task.dense_weight * r_t`` to turn t,
-r_t being the model's reward for the transition o_t -> o_{t+1} (rewards/base.py: frames o_0..o_T in,
+r_t being the model's reward for the transition o_t -> o_{t+1} (rewards/learned/base.py: frames o_0..o_T in,
 T per-step rewards out). The core sums named sub-rewards with `algo.reward_weights` (weight 1 for a
 name not listed), so a turn's reward is ``w_success * success + w_dense * dense_weight * r_t + ...``.
 
 Specs (`load_reward_model`, one model per spec, cached for the process):
 
-* ``progress:DIR``: a trained progress model (python -m rewards.train_progress), VLAC-style
+* ``progress:DIR``: a trained progress model (python -m rewards.learned.train_progress), VLAC-style
   r_t = (v_{t+1} - v_t) * 0.01 with v in percent;
-* ``prm:DIR``: the task-completion PRM (python -m rewards.train_prm), r_t = P(completed | o_{t+1});
+* ``prm:DIR``: the task-completion PRM (python -m rewards.learned.train_prm), r_t = P(completed | o_{t+1});
 * ``clip:ARCH`` / ``clip:ARCH:PRETRAINED``: VLM-RM CLIP reward (open_clip architecture, "tiny-clip"
   for tests; PRETRAINED an open_clip tag in the local cache or a checkpoint file; without it the
   weights are random: a baseline, not a signal). Goal prompt = the instruction.
@@ -46,7 +46,7 @@ def _device() -> str:
 
 @functools.lru_cache(maxsize=4)
 def load_reward_model(spec: str):
-    """The reward model (rewards.base.RewardModel) for a `task.dense_reward` spec, loaded once per spec."""
+    """The reward model (rewards.learned.base.RewardModel) for a `task.dense_reward` spec, loaded once per spec."""
     import torch
 
     from vlrl.config import resolve_path
@@ -56,15 +56,15 @@ def load_reward_model(spec: str):
     # Random-weight models seed torch's global RNG; keep the training run's RNG stream untouched.
     with torch.random.fork_rng(devices=[]):
         if kind == "clip":
-            from rewards.clip_reward import ClipReward
+            from rewards.learned.clip_reward import ClipReward
 
             # a checkpoint file resolves against the repo root; an open_clip tag ("openai") passes unchanged
             return ClipReward(target, pretrained=resolve_path(pretrained) if pretrained else None, device=device)
         if kind == "progress":
-            from rewards.progress_model import ProgressReward
+            from rewards.learned.progress_model import ProgressReward
 
             return ProgressReward.load(resolve_path(target), device=device)
-        from rewards.prm import PRMReward
+        from rewards.learned.prm import PRMReward
 
         return PRMReward.load(resolve_path(target), device=device)
 
@@ -103,7 +103,7 @@ def score_episodes(episodes, cfg: Config) -> None:
     scored = [ep for ep in episodes if ep.turns]
     if not scored:
         return
-    from rewards.base import Query
+    from rewards.learned.base import Query
 
     queries = [Query(episode_frames(ep), str(ep.turns[0].observation.info.get("instruction", ""))) for ep in scored]
     per_step = load_reward_model(spec)(queries)

@@ -1,6 +1,6 @@
 """A VLA checkpoint as a plain ``obs -> action`` function, outside the training loop.
 
-Used to record the policy's own rollouts as reward-model data (``python -m rewards.sim_data --policy DIR``):
+Used to record the policy's own rollouts as reward-model data (``python -m tasks.robot_manipulation.record_reward_data --policy DIR``):
 a reward model trained only on scripted experts and their perturbations has never seen how the policy
 it will reward actually fails (the tiny BC policy stalls over the cube with the gripper open).
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tasks.gui_grounding.config import ScoringConfig, doc_field
+from tasks.gui_grounding.config import ScoringConfig
+from vlrl.config import opt
 
 from .env import ScreenSpotEnv, check_split, load_records
 from .readers import LAYOUTS, DatasetError, Record, detect_layout, read_records
@@ -22,13 +23,13 @@ __all__ = ["Config", "make_env", "num_examples", "report", "markdown", "dump_exa
 class Config(ScoringConfig):
     """ScreenSpot-family evaluation config."""
 
-    name: str = doc_field("task name (used in logs and run names)", default="screenspot")
-    module: str = doc_field("python module implementing the task", default="tasks.screenspot")
-    max_pixels: int = doc_field("smart_resize upper bound on the model-frame area (Qwen2.5-VL ships 12845056)", default=12845056)
-    data_dir: str = doc_field("folder holding an official layout (ScreenSpot, -v2 or -Pro)", default="data/screenspot")
-    layout: str = doc_field("'auto' (detect from data_dir) or screenspot / screenspot_v2 / screenspot_pro", default="auto")
-    subsets: list[str] = doc_field("platforms (mobile/desktop/web) or Pro annotation stems to keep; [] = all", default_factory=list)
-    limit: int | None = doc_field("evaluate only the first N records; null = all")
+    name: str = opt("screenspot", "task name (used in logs and run names)")
+    module: str = opt("tasks.screenspot", "python module implementing the task")
+    max_pixels: int = opt(12845056, "smart_resize upper bound on the model-frame area (Qwen2.5-VL ships 12845056)")
+    data_dir: str = opt("data/screenspot", "folder holding an official layout (ScreenSpot, -v2 or -Pro)")
+    layout: str = opt("auto", "'auto' (detect from data_dir) or screenspot / screenspot_v2 / screenspot_pro")
+    subsets: list[str] = opt([], "platforms (mobile/desktop/web) or Pro annotation stems to keep; [] = all")
+    limit: int | None = opt(None, "evaluate only the first N records; null = all")
 
     def __post_init__(self):
         super().__post_init__()

@@ -44,8 +44,8 @@ def _episodes():
 
 
 def test_score_episodes_adds_weighted_model_rewards_and_picks_the_final_frame():
-    from rewards.base import Query
-    from rewards.clip_reward import ClipReward
+    from rewards.learned.base import Query
+    from rewards.learned.clip_reward import ClipReward
 
     eps = _episodes()
     assert [dense.final_frame(ep)[1] for ep in eps] == ["next_frame", "bootstrap", "repeat"]
@@ -70,10 +70,10 @@ def test_vlm_reward_model_specs(kind, tmp_path, tiny_model_path):
     """progress:DIR and prm:DIR load a saved (here: untrained) VLM reward model; values match a direct call."""
     import dataclasses
 
-    from rewards.base import Query
-    from rewards.prm import PRM_CONFIG, PRMReward
-    from rewards.progress_model import ProgressReward
-    from rewards.vlm_reward import VLMReward, VLMRewardConfig
+    from rewards.learned.base import Query
+    from rewards.learned.prm import PRM_CONFIG, PRMReward
+    from rewards.learned.progress_model import ProgressReward
+    from rewards.learned.vlm_reward import VLMReward, VLMRewardConfig
 
     torch.manual_seed(0)
     base = PRM_CONFIG if kind == "prm" else VLMRewardConfig()
@@ -141,7 +141,7 @@ def test_train_step_logs_the_dense_reward(tmp_path, monkeypatch):
         nf = ep.turns[-1].info["next_frame"]
         assert nf.dtype == np.uint8 and nf.shape == (64, 64, 3) and dense.final_frame(ep)[1] == "next_frame"
         assert all("next_frame" not in t.info for t in ep.turns[:-1])
-        from rewards.base import Query
+        from rewards.learned.base import Query
 
         r = model([Query(dense.episode_frames(ep), INSTR)])[0]
         assert [t.rewards["dense"] for t in ep.turns] == pytest.approx(r, abs=1e-9)

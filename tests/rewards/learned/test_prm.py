@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rewards.segments import (
+from rewards.learned.segments import (
     extract_segments,
     gripper_closed,
     gripper_events,

@@ -1,6 +1,6 @@
 """How well does a CLIP reward track success on held-out sim episodes? (VLM-RM, honest baseline)
 
-    python -m rewards.eval_clip --data runs/rewards/lift84.npz --model tiny-clip --seeds 0,1,2
+    python -m rewards.learned.eval_clip --data runs/rewards/lift84.npz --model tiny-clip --seeds 0,1,2
 
 Per frame: Pearson (point-biserial) correlation between the CLIP reward and the env's success flag;
 per episode: Spearman between the episode's mean reward and its final success; per successful
@@ -17,10 +17,10 @@ import time
 
 import numpy as np
 
-from rewards.base import Query
-from rewards.metrics import nanmean, pearson, spearman
-from rewards.pairs import split_by_seed
-from rewards.train_progress import load_episodes
+from rewards.learned.base import Query
+from rewards.learned.metrics import nanmean, pearson, spearman
+from rewards.learned.pairs import split_by_seed
+from rewards.learned.train_progress import load_episodes
 
 
 def clip_correlations(rm, episodes) -> dict:
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> dict:
     a = ap.parse_args(argv)
     import torch  # noqa: PLC0415
 
-    from rewards.clip_reward import ClipReward  # noqa: PLC0415
+    from rewards.learned.clip_reward import ClipReward  # noqa: PLC0415
 
     torch.set_num_threads(1)
     eps = load_episodes(a.data)

@@ -1,6 +1,6 @@
 """The VLAC-style progress reward model: (earlier frame, later frame, instruction) -> (delta %, done prob).
 
-`ProgressReward` puts a trained `VLMReward` behind the common reward interface (rewards.base):
+`ProgressReward` puts a trained `VLMReward` behind the common reward interface (rewards.learned.base):
 consecutive frames of an episode give deltas, `values_from_deltas` chains them into values, and the
 per-step reward is the value change (scaled to [-1, 1] by default). Pair outputs are LRU-cached by
 (frame hash, frame hash, instruction), so scoring a growing episode after every env step costs one
@@ -16,11 +16,11 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from rewards.base import LRUCache, Query, RewardModel, cached_batch, frame_key
-from rewards.metrics import f1_score, nanmean, spearman
-from rewards.pairs import MISMATCH_EVAL, MISMATCH_TRAIN, PairMix, consecutive_pairs, sample_pairs
-from rewards.progress import DONE_THRESHOLD, step_rewards, values_from_deltas
-from rewards.vlm_reward import VLMReward, VLMRewardConfig
+from rewards.learned.base import LRUCache, Query, RewardModel, cached_batch, frame_key
+from rewards.learned.metrics import f1_score, nanmean, spearman
+from rewards.learned.pairs import MISMATCH_EVAL, MISMATCH_TRAIN, PairMix, consecutive_pairs, sample_pairs
+from rewards.learned.progress import DONE_THRESHOLD, step_rewards, values_from_deltas
+from rewards.learned.vlm_reward import VLMReward, VLMRewardConfig
 
 PROGRESS_CONFIG = VLMRewardConfig()  # two frames, outputs (delta, done)
 

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from rewards.synthetic import synthetic_episode
+from rewards.learned.synthetic import synthetic_episode
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DIGEST = ("import hashlib; from rewards.synthetic import synthetic_episodes; "
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+DIGEST = ("import hashlib; from rewards.learned.synthetic import synthetic_episodes; "
           "print(hashlib.sha256(b''.join(e.frames.tobytes() + e.progress.tobytes() for e in "
           "synthetic_episodes(range(3), T=10, size=28))).hexdigest())")
 

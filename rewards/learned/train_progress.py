@@ -1,13 +1,13 @@
 """Train the VLAC-style progress model on simulated episodes, then evaluate it on held-out episodes.
 
-    python -m rewards.sim_data --task Lift --seeds 0-29 --out runs/rewards/lift84.npz
-    python -m rewards.train_progress --data runs/rewards/lift84.npz --out runs/rewards/progress \\
+    python -m rewards.learned.sim_data --task Lift --seeds 0-29 --out runs/rewards/lift84.npz
+    python -m rewards.learned.train_progress --data runs/rewards/lift84.npz --out runs/rewards/progress \\
         --steps 2000 --minutes 9 --seed 0
 
 Episodes are split by sim seed (all variants of a scene on one side). Each step draws a fresh batch of
-pairs (rewards.pairs: forward, reverse, local, stagnation, mismatched-instruction) from the training
+pairs (rewards.learned.pairs: forward, reverse, local, stagnation, mismatched-instruction) from the training
 episodes; the batch of step s is a function of (seed, s). Re-running the same command resumes from the
-newest checkpoint. The final evaluation (rewards.progress_model.evaluate_progress) goes to OUT/eval.json.
+newest checkpoint. The final evaluation (rewards.learned.progress_model.evaluate_progress) goes to OUT/eval.json.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import json
 
 import numpy as np
 
-from rewards import sim_data
-from rewards.pairs import PairMix, reference_indices, sample_pairs, sample_references
-from rewards.progress_model import evaluate_progress
-from rewards.train_common import add_train_args, evaluate_checkpoint, split_episodes, train, train_args_from
-from rewards.vlm_reward import VLMReward, reference_config
+from rewards.learned import sim_data
+from rewards.learned.pairs import PairMix, reference_indices, sample_pairs, sample_references
+from rewards.learned.progress_model import evaluate_progress
+from rewards.learned.train_common import add_common_args, evaluate_checkpoint, split_episodes, train, train_args_from
+from rewards.learned.vlm_reward import VLMReward, reference_config
 
 
 def load_episodes(paths: str):
@@ -65,13 +65,9 @@ def batch_from_pairs(episodes, pairs, references: list[int] | None = None, k: in
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="comma-separated .npz files from rewards.sim_data")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--head", default="regression", choices=["regression", "generative"])
-    ap.add_argument("--model", default="assets/tiny-qwen2.5-vl")
+    add_common_args(ap)
     ap.add_argument("--label", default="relative", choices=["relative", "absolute"])
     ap.add_argument("--stride", type=int, default=4, help="frame gap of 'local' pairs and of the evaluation chain")
-    ap.add_argument("--held-out-frac", type=float, default=0.2)
     ap.add_argument("--mix", default="", help="pair mixture, e.g. forward=0.35,reverse=0.2,local=0.2,stagnation=0.1,mismatch=0.15")
     ap.add_argument("--done-weight", type=float, default=1.0)
     ap.add_argument("--aux-weight", type=float, default=0.5, help="per-frame progress auxiliary loss (regression head)")
@@ -82,8 +78,6 @@ def main(argv: list[str] | None = None) -> dict:
                     "e.g. expert,noisy to leave policy rollouts out); default: all")
     ap.add_argument("--eval-kinds", default="", help="evaluate only on held-out episodes of these kinds; default: all")
     ap.add_argument("--eval-pairs", type=int, default=512)
-    ap.add_argument("--eval-only", default=None, help="evaluate this checkpoint directory on the held-out episodes, no training")
-    add_train_args(ap)
     a = ap.parse_args(argv)
     args = train_args_from(a)
 

@@ -60,9 +60,21 @@ def train_args_from(a) -> TrainArgs:
     return TrainArgs(out=a.out, **{f.name: getattr(a, f.name) for f in dataclasses.fields(TrainArgs) if f.name != "out"})
 
 
+def add_common_args(ap) -> None:
+    """The flags every reward-model trainer has: data, output, head, base model, held-out split, eval-only,
+    then the TrainArgs ones (add_train_args)."""
+    ap.add_argument("--data", required=True, help="comma-separated .npz files from rewards.learned.sim_data")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--head", default="regression", choices=["regression", "generative"])
+    ap.add_argument("--model", default="assets/tiny-qwen2.5-vl")
+    ap.add_argument("--held-out-frac", type=float, default=0.2)
+    ap.add_argument("--eval-only", default=None, help="evaluate this checkpoint directory on the held-out episodes, no training")
+    add_train_args(ap)
+
+
 def split_episodes(eps: list, held_out_frac: float) -> tuple[list, list]:
     """(train, held-out) episodes, split by sim seed (never within an episode)."""
-    from rewards.pairs import split_by_seed
+    from rewards.learned.pairs import split_by_seed
 
     train_idx, test_idx = split_by_seed(eps, held_out_frac, seed=0)
     return [eps[k] for k in train_idx], [eps[k] for k in test_idx]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rewards.progress import delta_label
+from rewards.learned.progress import delta_label
 
 KINDS = ("forward", "reverse", "local", "stagnation", "mismatch")
 

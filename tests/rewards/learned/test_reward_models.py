@@ -5,12 +5,12 @@ import pytest
 import torch
 from PIL import Image
 
-from rewards.base import LRUCache, Query, cached_batch, frame_key
-from rewards.prm import PRM_CONFIG, PRMReward
-from rewards.progress import values_from_deltas
-from rewards.progress_model import ProgressReward, predict_pairs
-from rewards.synthetic import synthetic_episode
-from rewards.vlm_reward import OFFSET, VLMReward, VLMRewardConfig, patchify
+from rewards.learned.base import LRUCache, Query, cached_batch, frame_key
+from rewards.learned.prm import PRM_CONFIG, PRMReward
+from rewards.learned.progress import values_from_deltas
+from rewards.learned.progress_model import ProgressReward, predict_pairs
+from rewards.learned.synthetic import synthetic_episode
+from rewards.learned.vlm_reward import OFFSET, VLMReward, VLMRewardConfig, patchify
 
 RNG = np.random.default_rng(0)
 FRAMES = RNG.integers(0, 255, (6, 84, 84, 3), dtype=np.uint8)
@@ -150,11 +150,11 @@ def test_prm_reward_modes(tiny_model_path):
 
 def test_in_context_reference_prompt_batch_and_save(tiny_model_path, tmp_path):
     """k reference frames precede every pair: prompt, frame sharing, aux labels, saved default reference."""
-    from rewards.progress_model import evaluate_progress
-    from rewards.synthetic import synthetic_episodes
-    from rewards.train_progress import batch_from_pairs
-    from rewards.pairs import sample_pairs, sample_references
-    from rewards.vlm_reward import reference_config, reference_prompt
+    from rewards.learned.progress_model import evaluate_progress
+    from rewards.learned.synthetic import synthetic_episodes
+    from rewards.learned.train_progress import batch_from_pairs
+    from rewards.learned.pairs import sample_pairs, sample_references
+    from rewards.learned.vlm_reward import reference_config, reference_prompt
 
     assert reference_prompt(3).startswith("Reference:<image>0%<image>50%<image>100% Before:<image>After:<image>")
     with pytest.raises(ValueError, match="reference_frames"):

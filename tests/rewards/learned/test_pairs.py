@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from rewards.pairs import KINDS, MISMATCH_EVAL, MISMATCH_TRAIN, PairMix, consecutive_pairs, pair_labels, sample_pairs, split_by_seed
-from rewards.progress import values_from_deltas
-from rewards.sim_data import aligned_progress, frame_index_progress, state_features
-from rewards.synthetic import synthetic_episodes
+from rewards.learned.pairs import KINDS, MISMATCH_EVAL, MISMATCH_TRAIN, PairMix, consecutive_pairs, pair_labels, sample_pairs, split_by_seed
+from rewards.learned.progress import values_from_deltas
+from rewards.learned.sim_data import aligned_progress, frame_index_progress, state_features
+from rewards.learned.synthetic import synthetic_episodes
 
 PROG = np.array([0.0, 0.2, 0.6, 1.0, 1.0])
 SUCC = np.array([False, False, False, True, True])
@@ -84,8 +84,8 @@ def test_progress_labels_of_sim_episodes():
 
 
 def test_reference_indices_and_sampling_avoid_the_pairs_own_scene():
-    from rewards.pairs import reference_indices, sample_references
-    from rewards.synthetic import synthetic_episode
+    from rewards.learned.pairs import reference_indices, sample_references
+    from rewards.learned.synthetic import synthetic_episode
 
     ep = synthetic_episode(0, "expert", T=24, hold=4)  # first success at frame 20
     assert np.flatnonzero(ep.success)[0] == 20

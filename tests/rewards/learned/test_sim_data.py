@@ -1,4 +1,4 @@
-"""Recording simulated episodes for reward models (rewards/sim_data.py) in robosuite, including a policy's
+"""Recording simulated episodes for reward models (rewards/learned/sim_data.py) in robosuite, including a policy's
 own rollouts beside the scripted expert's."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("robosuite")
 
-from rewards import sim_data  # noqa: E402
+from rewards.learned import sim_data  # noqa: E402
 
 
 class StillPolicy:

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from rewards import sim_data
-from rewards.synthetic import synthetic_episodes
+from rewards.learned import sim_data
+from rewards.learned.synthetic import synthetic_episodes
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def test_sim_data_roundtrip(synth_file):
 
 
 def test_train_progress_resumes_and_evaluates(synth_file, tmp_path, tiny_model_path):
-    from rewards.train_progress import main
+    from rewards.learned.train_progress import main
 
     out = str(tmp_path / "run")
     common = ["--data", synth_file, "--out", out, "--model", tiny_model_path, "--batch", "4", "--log-every", "2",
@@ -47,7 +47,7 @@ def test_train_progress_resumes_and_evaluates(synth_file, tmp_path, tiny_model_p
 
 def test_resumed_run_sees_the_same_batches(synth_file, tmp_path, tiny_model_path):
     """Batches are a function of (seed, step): a 2+2 resumed run ends where a 4-step run ends."""
-    from rewards.train_progress import main
+    from rewards.learned.train_progress import main
 
     def run(name, steps_list):
         for s in steps_list:
@@ -62,7 +62,7 @@ def test_resumed_run_sees_the_same_batches(synth_file, tmp_path, tiny_model_path
 
 
 def test_train_prm_runs(synth_file, tmp_path, tiny_model_path):
-    from rewards.train_prm import main
+    from rewards.learned.train_prm import main
 
     r = main(["--data", synth_file, "--out", str(tmp_path / "prm"), "--model", tiny_model_path, "--batch", "4",
               "--steps", "2", "--log-every", "1", "--held-out-frac", "0.25"])
@@ -78,7 +78,7 @@ def test_progress_model_learns_synthetic_progress(tmp_path, tiny_model_path):
     depending on the seed (seed 0 stayed at chance for 400 steps), and CI failed on it. At 5e-4 seeds
     0-6 took off by step ~150 and ended at held-out sign accuracy 0.95-1.0; chance is ~0.5.
     """
-    from rewards.train_progress import main
+    from rewards.learned.train_progress import main
 
     path = tmp_path / "s.npz"
     sim_data.save(synthetic_episodes(range(12), T=20, size=56), str(path))
@@ -88,8 +88,8 @@ def test_progress_model_learns_synthetic_progress(tmp_path, tiny_model_path):
 
 
 def test_train_progress_with_reference_frames(synth_file, tmp_path, tiny_model_path):
-    from rewards.train_progress import main
-    from rewards.vlm_reward import VLMReward
+    from rewards.learned.train_progress import main
+    from rewards.learned.vlm_reward import VLMReward
 
     out = tmp_path / "ref"
     common = ["--data", synth_file, "--out", str(out), "--model", tiny_model_path, "--batch", "4", "--log-every", "1",
@@ -103,7 +103,7 @@ def test_train_progress_with_reference_frames(synth_file, tmp_path, tiny_model_p
 
 def test_train_and_eval_kind_filters(synth_file, tmp_path, tiny_model_path):
     """--train-kinds / --eval-kinds filter after the seed split: the held-out scenes stay the same."""
-    from rewards.train_progress import main
+    from rewards.learned.train_progress import main
 
     common = ["--data", synth_file, "--model", tiny_model_path, "--batch", "4", "--save-every", "0",
               "--eval-pairs", "8", "--held-out-frac", "0.25", "--steps", "1", "--log-every", "1"]

@@ -1,6 +1,6 @@
 """Task-completion PRM (VLA-RL style): "The task is {task}, is it completed?" -> P(yes) on the VLM.
 
-Trained on pseudo-labels from automatically extracted segments (rewards.segments: gripper events and
+Trained on pseudo-labels from automatically extracted segments (rewards.learned.segments: gripper events and
 object-state changes, no success signal). Prompts per episode: the task instruction (labels of its
 task kind), sub-task prompts (e.g. "grasp the red cube": grasp labels), and other tasks' instructions
 (label 0). `PRMReward` serves it through the common interface: the per-step reward is P(completed | o_t)
@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rewards.base import FrameRewardModel
-from rewards.metrics import f1_score
-from rewards.pairs import MISMATCH_EVAL, MISMATCH_TRAIN
-from rewards.segments import pseudo_labels
-from rewards.vlm_reward import VLMReward, VLMRewardConfig
+from rewards.learned.base import FrameRewardModel
+from rewards.learned.metrics import f1_score
+from rewards.learned.pairs import MISMATCH_EVAL, MISMATCH_TRAIN
+from rewards.learned.segments import pseudo_labels
+from rewards.learned.vlm_reward import VLMReward, VLMRewardConfig
 
 PRM_CONFIG = VLMRewardConfig(n_images=1, prompt="<image>The task is {instruction}, is it completed?",
                              outputs=("completed",), signed=())

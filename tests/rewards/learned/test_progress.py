@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rewards.progress import delta_label, is_done, rewards_from_deltas, step_rewards, value_step, values_from_deltas
+from rewards.learned.progress import delta_label, is_done, rewards_from_deltas, step_rewards, value_step, values_from_deltas
 
 
 def test_recursion_hand_computed():

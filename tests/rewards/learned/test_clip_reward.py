@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from rewards.base import Query
-from rewards.clip_reward import projected_reward
+from rewards.learned.base import Query
+from rewards.learned.clip_reward import projected_reward
 
 G2, B2 = np.array([1.0, 0.0]), np.array([0.0, 1.0])  # d = (1, -1), ||d||^2 = 2
 
@@ -69,7 +69,7 @@ def test_torch_in_torch_out_and_bad_alpha():
 @pytest.fixture(scope="module")
 def tiny_clip():
     pytest.importorskip("open_clip")
-    from rewards.clip_reward import ClipReward
+    from rewards.learned.clip_reward import ClipReward
 
     return ClipReward("tiny-clip", pretrained=None, alpha=0.5, baseline_prompts=("a robot arm",), batch_size=4)
 

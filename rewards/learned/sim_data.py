@@ -7,9 +7,10 @@ same scene:
 * ``noisy``       expert actions + Gaussian noise (sometimes succeeds, often not).
 * ``early_stop``  the expert until a random step, then it freezes in place (stagnation, never succeeds).
 * ``drop``        the expert until the object is lifted, then it opens the gripper (the object falls).
-* ``policy``      a VLA policy's own rollout (``--policy DIR``: a checkpoint such as assets/tiny-vla-lift,
-                  sampled at ``--policy-temperature``): the failure modes of the policy a reward model will
-                  score in RL, which no scripted perturbation reproduces. Not in the default kinds.
+* ``policy``      a policy's own rollout (`generate(..., policy=...)`; for a VLA checkpoint such as
+                  assets/tiny-vla-lift: ``python -m tasks.robot_manipulation.record_reward_data --policy DIR``):
+                  the failure modes of the policy a reward model will score in RL, which no scripted
+                  perturbation reproduces. Not in the default kinds.
 
 Each episode keeps T+1 frames (observation before every action, plus the final one), the env's success
 flag per frame, the gripper command per action, end-effector / object positions and finger opening per
@@ -20,8 +21,8 @@ frame (for pseudo-labels), and a progress label in [0, 1] per frame:
 * failed episodes: the progress of the nearest frame (in end-effector / object / finger state) of the
   same seed's clean expert episode, so a frozen arm keeps its progress and a dropped object loses it.
 
-    python -m rewards.sim_data --task Lift --seeds 0-39 --out data/rewards/lift.npz
-    python -m rewards.sim_data --task Lift --seeds 1000-1029 --kinds expert,policy \
+    python -m rewards.learned.sim_data --task Lift --seeds 0-39 --out data/rewards/lift.npz
+    python -m tasks.robot_manipulation.record_reward_data --task Lift --seeds 1000-1029 --kinds expert,policy \
         --policy assets/tiny-vla-lift --out data/rewards/lift_policy.npz
 """
 
@@ -181,8 +182,8 @@ def generate(task: str = "Lift", seeds=range(4), kinds=KINDS, image_size: int = 
     """Episodes for every seed and kind (the clean expert of a seed always runs first).
 
     `policy` (kind "policy"): a callable on the env's observation dict with attributes `camera` and
-    `image_size`, the camera it was trained on (e.g. tasks.robot_manipulation.policy.load_policy); that
-    camera is rendered at its own size beside the recorded agentview frames."""
+    `image_size`, the camera it was trained on (the robot task's VLA loader gives one); that camera is
+    rendered at its own size beside the recorded agentview frames."""
     from robots.env import RobosuiteConfig, make_env  # noqa: PLC0415
     from robots.experts import SPECS, PickPlaceExpert  # noqa: PLC0415
 
@@ -192,7 +193,8 @@ def generate(task: str = "Lift", seeds=range(4), kinds=KINDS, image_size: int = 
     cameras, sizes = ("agentview",), ()
     if "policy" in kinds:
         if policy is None:
-            raise ValueError("kind 'policy' needs a policy (--policy CHECKPOINT_DIR)")
+            raise ValueError("kind 'policy' needs a policy callable (for a VLA checkpoint: "
+                             "python -m tasks.robot_manipulation.record_reward_data --policy DIR)")
         if policy.camera != "agentview":
             cameras, sizes = ("agentview", policy.camera), (image_size, policy.image_size)
         elif policy.image_size != image_size:
@@ -252,34 +254,37 @@ def parse_seeds(s: str) -> list[int]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="record expert + perturbed episodes for reward models")
+def arg_parser(description: str = "record expert + perturbed episodes for reward models") -> argparse.ArgumentParser:
+    """The recording options shared by this CLI and the policy-recording one of the robot task."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--task", default="Lift", choices=sorted(OBJECT_KEYS))
     p.add_argument("--seeds", default="0-3")
     p.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, from {','.join(ALL_KINDS)}")
     p.add_argument("--image-size", type=int, default=84)
     p.add_argument("--max-steps", type=int, default=160)
     p.add_argument("--out", required=True)
-    p.add_argument("--policy", default=None, help="VLA checkpoint directory for kind 'policy'")
-    p.add_argument("--policy-camera", default="robot0_eye_in_hand")
-    p.add_argument("--policy-image-size", type=int, default=112)
-    p.add_argument("--policy-temperature", type=float, default=0.25, help="0 = greedy")
-    a = p.parse_args(argv)
-    t0 = time.perf_counter()
-    policy = None
-    if a.policy:
-        # The VLA's prompt and action decoding belong to the robot task; loaded before any simulator exists.
-        from tasks.robot_manipulation.policy import load_policy  # noqa: PLC0415
+    return p
 
-        policy = load_policy(a.policy, camera=a.policy_camera, image_size=a.policy_image_size,
-                             temperature=a.policy_temperature or 1.0, greedy=a.policy_temperature == 0, threads=1)
+
+def record(a: argparse.Namespace, policy=None, t0: float | None = None) -> dict:
+    """Record the episodes `a` (from `arg_parser`) asks for, save them to `a.out`; returns the summary printed.
+
+    `policy`: the callable kind "policy" needs (see `generate`); `t0`: start of the wall time in the
+    saved metadata (default now), so that loading the policy counts."""
+    t0 = time.perf_counter() if t0 is None else t0
     eps = generate(a.task, parse_seeds(a.seeds), a.kinds.split(","), a.image_size, a.max_steps, policy=policy)
     meta = {"argv": vars(a), "wall_s": time.perf_counter() - t0,
             "policy_invalid_actions": getattr(policy, "invalid", None)}
     save(eps, a.out, meta)
     n_ok = sum(e.succeeded for e in eps)
-    print(json.dumps({"episodes": len(eps), "successes": n_ok, "frames": int(sum(len(e) for e in eps)),
-                      "wall_s": round(meta["wall_s"], 1), "out": a.out}))
+    summary = {"episodes": len(eps), "successes": n_ok, "frames": int(sum(len(e) for e in eps)),
+               "wall_s": round(meta["wall_s"], 1), "out": a.out}
+    print(json.dumps(summary))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    record(arg_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Reward-model cost per env step vs the env step itself (live robosuite loop with the scripted expert).
 
-    python -m rewards.bench --progress runs/rewards/progress/checkpoints/step_XXXXXXX \\
+    python -m rewards.learned.bench --progress runs/rewards/progress/checkpoints/step_XXXXXXX \\
         --prm runs/rewards/prm/checkpoints/step_XXXXXXX --clip tiny-clip --steps 60
 
 For each reward model the expert runs one episode; after every env step the model scores the growing
@@ -21,7 +21,7 @@ import numpy as np
 
 def bench_batched(name, rm, episodes, instruction) -> dict:
     """Per-step calls with one query per env (N envs stepping together): ms per step per env."""
-    from rewards.base import Query  # noqa: PLC0415
+    from rewards.learned.base import Query  # noqa: PLC0415
 
     for c in ("cache", "image_cache"):
         if hasattr(rm, c):
@@ -46,7 +46,7 @@ def bench_model(name, rm, frames_live, env_ms, instruction, uncached: bool = Tru
     for c in ("image_cache",):
         if hasattr(rm, c):
             getattr(rm, c).clear()
-    from rewards.base import Query  # noqa: PLC0415
+    from rewards.learned.base import Query  # noqa: PLC0415
 
     ts = []
     for t in range(1, len(frames_live)):
@@ -97,15 +97,15 @@ def main(argv: list[str] | None = None) -> dict:
     # Reward models first: importing torchvision (open_clip) after MuJoCo's EGL context exists segfaults here.
     models = {}
     if a.clip:
-        from rewards.clip_reward import ClipReward  # noqa: PLC0415
+        from rewards.learned.clip_reward import ClipReward  # noqa: PLC0415
 
         models[f"clip:{a.clip}"] = ClipReward(a.clip)
     if a.progress:
-        from rewards.progress_model import ProgressReward  # noqa: PLC0415
+        from rewards.learned.progress_model import ProgressReward  # noqa: PLC0415
 
         models["progress"] = ProgressReward.load(a.progress)
     if a.prm:
-        from rewards.prm import PRMReward  # noqa: PLC0415
+        from rewards.learned.prm import PRMReward  # noqa: PLC0415
 
         models["prm"] = PRMReward.load(a.prm)
 

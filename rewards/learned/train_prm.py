@@ -1,8 +1,8 @@
 """Train the task-completion PRM on segment pseudo-labels, then evaluate on held-out episodes.
 
-    python -m rewards.train_prm --data runs/rewards/lift84.npz --out runs/rewards/prm --steps 800 --minutes 6
+    python -m rewards.learned.train_prm --data runs/rewards/lift84.npz --out runs/rewards/prm --steps 800 --minutes 6
 
-Same loop, checkpoints, resume and run record as rewards.train_progress (rewards.train_common).
+Same loop, checkpoints, resume and run record as rewards.learned.train_progress (rewards.learned.train_common).
 """
 
 from __future__ import annotations
@@ -13,24 +13,18 @@ import json
 
 import numpy as np
 
-from rewards.prm import PRM_CONFIG, batch_from_samples, evaluate_prm, sample_prm
-from rewards.train_common import add_train_args, evaluate_checkpoint, split_episodes, train, train_args_from
-from rewards.train_progress import load_episodes
-from rewards.vlm_reward import VLMReward
+from rewards.learned.prm import PRM_CONFIG, batch_from_samples, evaluate_prm, sample_prm
+from rewards.learned.train_common import add_common_args, evaluate_checkpoint, split_episodes, train, train_args_from
+from rewards.learned.train_progress import load_episodes
+from rewards.learned.vlm_reward import VLMReward
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--head", default="regression", choices=["regression", "generative"])
-    ap.add_argument("--model", default="assets/tiny-qwen2.5-vl")
-    ap.add_argument("--held-out-frac", type=float, default=0.2)
+    add_common_args(ap)
     ap.add_argument("--mismatch", type=float, default=0.15)
     ap.add_argument("--positive", type=float, default=0.4)
     ap.add_argument("--eval-every-frame", type=int, default=2, help="evaluate every k-th frame")
-    ap.add_argument("--eval-only", default=None, help="evaluate this checkpoint directory on the held-out episodes, no training")
-    add_train_args(ap)
     a = ap.parse_args(argv)
     args = train_args_from(a)
     eps = load_episodes(a.data)

@@ -1,6 +1,6 @@
 """Synthetic episodes (no simulator): a red square rises as progress goes 0 -> 1, for tests and smoke runs.
 
-Same `SimEpisode` type as rewards.sim_data, with kinds expert (steady progress, held at the end),
+Same `SimEpisode` type as rewards.learned.sim_data, with kinds expert (steady progress, held at the end),
 early_stop (progress freezes) and drop (progress rises, then falls back). The square's height encodes
 progress, a blue bar the gripper command, so a tiny model can learn it in seconds.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rewards.sim_data import SimEpisode, frame_index_progress
+from rewards.learned.sim_data import SimEpisode, frame_index_progress
 
 
 def render(p: float, grip: float, size: int, rng: np.random.Generator) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from rewards.base import FrameRewardModel, LRUCache, cached_batch, frame_key
+from rewards.learned.base import FrameRewardModel, LRUCache, cached_batch, frame_key
 
 OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 
+from vlrl.config import REPO_ROOT
 from vlrl.encoding import left_pad
 
 OFFSET = 100  # generative: a signed value v is written as the integer token v + OFFSET
@@ -93,8 +94,7 @@ def reference_config(k: int, **kw) -> "VLMRewardConfig":
 def resolve(path: str) -> str:
     if os.path.isabs(path) or os.path.exists(path):
         return path
-    root = Path(__file__).resolve().parent.parent
-    return str(root / path)
+    return str(REPO_ROOT / path)
 
 
 def patchify(frames: torch.Tensor, mean, std, patch: int = 14, merge: int = 2, temporal: int = 2) -> torch.Tensor:

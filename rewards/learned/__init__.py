@@ -1,0 +1,1 @@
+"""Learned reward models (progress model, task-completion PRM, CLIP reward) with their data and training code."""
