@@ -27,8 +27,14 @@ def imports(name: str, path: Path, known: dict) -> list[tuple[str, int]]:
     """(imported product module, line) for every import statement in the file, lazy ones included."""
     is_pkg = path.name == "__init__.py"
     package = name if is_pkg else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), str(path))
+    # Imports under `if TYPE_CHECKING:` exist for annotations only and never run: not a dependency.
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(block.test) for n in ast.walk(block)}
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         targets = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
