@@ -248,7 +248,8 @@ class _Decoder:
         try:
             return self.conn.recv()
         except (EOFError, OSError):
-            code = self.proc.exitcode if self.proc is not None else None
+            self.proc.join(5)  # EOF can arrive before the dead child is reaped: wait for its exit code
+            code = self.proc.exitcode
             self.kill()
             return "decoder_crashed", f"the decoder process died (exit code {code})"
 
