@@ -135,8 +135,7 @@ def vlrl_step(s: VlrlStack, make_env, seeds: list[int], timer: "Splits | None" =
         adv = episode_advantages(episodes, s.algo)
         rows = build_rows(episodes, adv)
     with timer("train"):
-        stats = update(s.model, s.processor, s.optimizer, s.scheduler, rows, s.algo, s.trainer,
-                       s.rollout.max_new_tokens, s.rollout.temperature)
+        stats = update(s.model, s.processor, s.optimizer, s.scheduler, rows, s)  # s: algo, trainer, rollout
     with timer("other"):
         s.engine.sync_weights()
     stats["completion_tokens"] = sum(len(t.response_ids) for ep in episodes for t in ep.turns)

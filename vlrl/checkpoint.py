@@ -35,8 +35,9 @@ def save(output_dir: str, step: int, model, processor, optimizer, scheduler, ext
          model_state: dict | None = None, optimizer_state: dict | None = None) -> Path:
     """Write checkpoint `step` atomically and prune all but the newest `keep`.
 
-    A sharded model passes its gathered full states (vlrl/sharding.py): the weights are written from
-    `model_state`, and `optimizer_state` (keyed by parameter names) is stored with optimizer_format "full"."""
+    A sharded model passes its gathered full states (`Strategy.full_state`, vlrl/parallel/): the weights are
+    written from `model_state`, and `optimizer_state` (keyed by parameter names) is stored with
+    optimizer_format "full"."""
     final = checkpoint_dir(output_dir, step)
     tmp = final.with_name(final.name + ".tmp")
     if tmp.exists():

@@ -19,6 +19,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from vlrl.algos import (
+    ADVANTAGE_ESTIMATORS,
+    ADVANTAGE_SCALES,
+    CURRICULUM_WEIGHTINGS,
+    IMPORTANCE_LEVELS,
+    KL_ESTIMATORS,
+    LOSS_TYPES,
+)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO_ROOT / "configs"
 
@@ -72,12 +81,12 @@ class AlgoConfig:
     group_size: int = opt(8, "G: rollouts per prompt / initial state")
     advantage: str = opt("group", "advantage estimator: group (group-relative) | gae")
     scale: str = opt("group", "group advantages: divide by std of the group | batch | none (Dr.GRPO, GUI-G1)")
-    loss_type: str = opt("dapo", "loss aggregation, TRL names: grpo | bnpo | dr_grpo | dapo | gui_g1")
+    loss_type: str = opt("dapo", "loss aggregation, TRL names: " + " | ".join(LOSS_TYPES))
     eps_low: float = opt(0.2, "lower ratio clip: r >= 1 - eps_low")
     eps_high: float = opt(0.2, "upper ratio clip: r <= 1 + eps_high (DAPO clip-higher: 0.28)")
     importance_level: str = opt("token", "importance ratio per token | sequence (GSPO: mean log-ratio) | action (VLA-RL: sum over the action's tokens)")
     beta: float = opt(0.0, "KL coefficient; 0 loads no reference model")
-    kl: str = opt("k3", "KL estimator: k1 | k3")
+    kl: str = opt("k3", "KL estimator: " + " | ".join(KL_ESTIMATORS))
     num_iterations: int = opt(1, "PPO epochs over each generation batch")
     length_norm: float = opt(64.0, "gui_g1: constant divisor of each sequence's token sum")
     reward_weights: dict[str, float] = opt({}, "weight per named sub-reward (missing names: 1.0)")
@@ -92,10 +101,10 @@ class AlgoConfig:
 
     def __post_init__(self):
         _check(self.group_size >= 1, "algo.group_size", "must be >= 1")
-        _one_of(self.advantage, "algo.advantage", ("group", "gae"))
-        _one_of(self.scale, "algo.scale", ("group", "batch", "none"))
-        _one_of(self.loss_type, "algo.loss_type", ("grpo", "bnpo", "dr_grpo", "dapo", "gui_g1"))
-        _one_of(self.importance_level, "algo.importance_level", ("token", "sequence", "action"))
+        _one_of(self.advantage, "algo.advantage", ADVANTAGE_ESTIMATORS)
+        _one_of(self.scale, "algo.scale", ADVANTAGE_SCALES)
+        _one_of(self.loss_type, "algo.loss_type", LOSS_TYPES)
+        _one_of(self.importance_level, "algo.importance_level", IMPORTANCE_LEVELS)
         _one_of(self.critic, "algo.critic", ("shared", "separate"))
         _check(self.advantage != "gae" or self.scale in ("batch", "none"), "algo.scale",
                "with advantage=gae use batch (whiten over the batch) or none")
@@ -105,7 +114,7 @@ class AlgoConfig:
         _check(self.value_clip >= 0, "algo.value_clip", "must be >= 0")
         _check(self.critic_lr >= 0, "algo.critic_lr", "must be >= 0")
         _check(self.critic_warmup >= 0, "algo.critic_warmup", "must be >= 0")
-        _one_of(self.kl, "algo.kl", ("k1", "k3"))
+        _one_of(self.kl, "algo.kl", KL_ESTIMATORS)
         _check(0 <= self.eps_low < 1, "algo.eps_low", "must be in [0, 1)")
         _check(self.eps_high >= 0, "algo.eps_high", "must be >= 0")
         _check(self.beta >= 0, "algo.beta", "must be >= 0")
@@ -176,7 +185,7 @@ class TrainerConfig:
         _check(self.curriculum_first_seed >= 0, "trainer.curriculum_first_seed", "must be >= 0")
         _check(self.curriculum_window >= 1, "trainer.curriculum_window", "must be >= 1")
         _check(self.curriculum_temperature > 0, "trainer.curriculum_temperature", "must be > 0")
-        _one_of(self.curriculum_weighting, "trainer.curriculum_weighting", ("failure", "learnability"))
+        _one_of(self.curriculum_weighting, "trainer.curriculum_weighting", CURRICULUM_WEIGHTINGS)
         for lg in self.loggers:
             _one_of(lg, "trainer.loggers", ("jsonl", "tensorboard", "wandb"))
 

@@ -13,13 +13,14 @@ from collections import deque
 
 import torch
 
-from vlrl.algos import curriculum_weights, learnability_weights
+from vlrl.algos import CURRICULUM_WEIGHTINGS, curriculum_weights, learnability_weights
 
 
 class SeedCurriculum:
     def __init__(self, pool: int, window: int, temperature: float, first: int = 0, weighting: str = "failure"):
-        if weighting not in ("failure", "learnability"):
-            raise ValueError(f"curriculum weighting must be 'failure' or 'learnability', got {weighting!r}")
+        if weighting not in CURRICULUM_WEIGHTINGS:
+            allowed = " or ".join(repr(w) for w in CURRICULUM_WEIGHTINGS)
+            raise ValueError(f"curriculum weighting must be {allowed}, got {weighting!r}")
         self.pool, self.window, self.temperature, self.first = pool, window, temperature, first
         self.weighting = weighting
         self.history: dict[int, deque] = {}  # seed -> recent outcomes; seeds are first..first+pool-1

@@ -25,13 +25,14 @@ import torch
 from omegaconf import OmegaConf
 
 from vlrl import checkpoint
-from vlrl.config import Config, compose, validate
+from vlrl.config import Config, TrainerConfig, compose, validate
 from vlrl.forward import Row, response_logprobs
 from vlrl.metrics import peak_memory_mb, plot_curves, read_metrics
 from vlrl.models import base_model
+from vlrl.parallel import DataParallel, Strategy
 from vlrl.rollout import make_engine
 from vlrl.train import evaluate_policy, prompt_seeds, step_seed
-from vlrl.trainer import all_reduce_grads, start_run
+from vlrl.trainer import start_run
 
 
 def task_config_at(cfg: Config, step: int):
@@ -42,23 +43,24 @@ def task_config_at(cfg: Config, step: int):
     return cfg.task
 
 
-def sft_step(model, processor, optimizer, scheduler, rows: list[Row], micro_batch_size: int, max_grad_norm: float) -> dict:
-    """One optimizer step of answer-only NLL (token mean over the whole batch)."""
+def sft_step(model, processor, optimizer, scheduler, rows: list[Row], trainer: TrainerConfig,
+             strategy: Strategy | None = None) -> dict:
+    """One optimizer step of answer-only NLL (token mean over this process's batch); `trainer`: micro-batch
+    size and clipping; `strategy`: the run's distributed backend (default data parallel)."""
+    strategy = strategy if strategy is not None else DataParallel()  # sharded ones are refused by run(): no padding here
     n_tokens = sum(len(r.response_ids) for r in rows)
     params = [p for p in model.parameters() if p.requires_grad]
     total, correct = 0.0, 0.0
-    for i in range(0, len(rows), micro_batch_size):
-        mb = rows[i : i + micro_batch_size]
-        logp, mask = response_logprobs(model, processor, mb)
+    for i in range(0, len(rows), trainer.micro_batch_size):
+        mb = rows[i : i + trainer.micro_batch_size]
+        logp, mask = response_logprobs(strategy.forward_model(model), processor, mb)
         loss = -(logp * mask).sum() / n_tokens
-        loss.backward()
+        strategy.backward(loss)
         total += loss.item()
         correct += float(((logp > -0.693) * mask).sum())  # token prob > 0.5: a cheap accuracy proxy
-    all_reduce_grads(params)
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm > 0 else float("inf"))
+    strategy.reduce_gradients(params)
+    grad_norm = strategy.clip_and_step(optimizer, params, trainer.max_grad_norm)
     skipped = not torch.isfinite(grad_norm)
-    if not skipped:
-        optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     return {"loss": total, "token_acc": correct / n_tokens, "grad_norm": grad_norm.item(), "skipped_nonfinite": float(skipped)}
@@ -101,7 +103,7 @@ def run(cfg: Config, task) -> dict:
             for seed in prompt_seeds(cfg, step, rank, world):
                 obs = env.reset(seed)
                 rows.append(Row(obs, task.reference_ids(obs, task_cfg, processor.tokenizer)))
-            metrics = sft_step(model, processor, optimizer, scheduler, rows, cfg.trainer.micro_batch_size, cfg.trainer.max_grad_norm)
+            metrics = sft_step(model, processor, optimizer, scheduler, rows, cfg.trainer, r.strategy)
             metrics.update({"lr": scheduler.get_last_lr()[0], "time/step": time.perf_counter() - t0,
                             "time/elapsed": time.perf_counter() - t_start, "memory/peak_mb": peak_memory_mb()})
             done = step + 1
@@ -121,6 +123,7 @@ def run(cfg: Config, task) -> dict:
     if not (cfg.trainer.save_every and cfg.trainer.steps % cfg.trainer.save_every == 0) and cfg.trainer.steps > start:
         save(cfg.trainer.steps)
     logger.close()
+    r.strategy.close()
     return last
 
 

@@ -26,7 +26,7 @@ import time
 import torch
 from omegaconf import OmegaConf
 
-from vlrl import checkpoint, zero3
+from vlrl import checkpoint
 from vlrl.config import Config, compose, field_help, validate
 from vlrl.critic import episode_values, make_critic
 from vlrl.curriculum import SeedCurriculum
@@ -34,7 +34,6 @@ from vlrl.metrics import episode_metrics, peak_memory_mb, plot_curves, read_metr
 from vlrl.models import base_model, load_model
 from vlrl.rollout import make_engine, run_episodes
 from vlrl.forward import Row
-from vlrl.sharding import full_model_state, full_optimizer_state, gathered, is_sharded
 from vlrl.trainer import TrainRow, build_rows, global_sum, build_turn_rows, episode_advantages, gae_advantages, start_run, update
 
 
@@ -115,7 +114,7 @@ def run(cfg: Config, task) -> dict:
     r = start_run(cfg, cfg.trainer.steps * cfg.algo.num_iterations, can_shard=True)
     accelerator, rank, world, main = r.accelerator, r.rank, r.world, r.main
     model, processor, optimizer, scheduler, logger = r.model, r.processor, r.optimizer, r.scheduler, r.logger
-    start, resume_from, out_dir = r.start, r.resume_from, cfg.trainer.output_dir
+    start, resume_from, out_dir, strategy = r.start, r.resume_from, cfg.trainer.output_dir, r.strategy
     # The reference policy is the starting one, not the checkpoint being resumed.
     ref_model = load_model(cfg.model, accelerator.device, trainable=False) if cfg.algo.beta > 0 else None
     engine = make_engine(cfg.rollout, model, processor)
@@ -144,9 +143,7 @@ def run(cfg: Config, task) -> dict:
         return task.make_env(cfg.task, "train")
 
     def save(step: int):
-        full = {}
-        if is_sharded(model):  # collectives: every process takes part, rank 0 writes
-            full = {"model_state": full_model_state(model), "optimizer_state": full_optimizer_state(model, optimizer)}
+        full = strategy.full_state(model, optimizer)  # sharded: collectives, every process takes part, rank 0 writes
         if main:
             extra = {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg))}
             if critic is not None:
@@ -179,7 +176,7 @@ def run(cfg: Config, task) -> dict:
             else:
                 seeds = prompt_seeds(cfg, step, rank, world)
             rollout_stats: dict = {}
-            with gathered(model):  # FSDP2 / ZeRO-3: ragged rollouts cannot run sharded forwards
+            with strategy.gathered(model):  # sharded: ragged rollouts cannot run sharded forwards
                 episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns,
                                         stats=rollout_stats)
             task.score_episodes(episodes, cfg.task)  # batched post-rollout rewards (learned reward models)
@@ -191,7 +188,7 @@ def run(cfg: Config, task) -> dict:
             keep = informative(episodes, cfg) if cfg.algo.filter_groups else [True] * len(episodes)
             sel = [i for i, k in enumerate(keep) if k]
             if critic is not None:  # PPO: per-turn GAE advantages from the critic's values
-                with gathered(model):
+                with strategy.gathered(model):
                     values, bootstrap = episode_values(critic, processor, [episodes[i] for i in sel])
                 advs, returns = gae_advantages([episodes[i] for i in sel], cfg.algo, values, bootstrap)
                 rows = build_turn_rows([episodes[i] for i in sel], advs, values, returns)
@@ -202,8 +199,7 @@ def run(cfg: Config, task) -> dict:
             stats = {}
             # Every process updates when any has rows: gradients are reduced across all of them.
             if global_sum([len(rows)], accelerator.device)[0] > 0:
-                stats = update(model, processor, optimizer, scheduler, rows, cfg.algo, cfg.trainer,
-                               cfg.rollout.max_new_tokens, cfg.rollout.temperature, ref_model,
+                stats = update(model, processor, optimizer, scheduler, rows, cfg, strategy, ref_model=ref_model,
                                critic=critic, critic_optimizer=critic_optimizer,
                                train_policy=step >= cfg.algo.critic_warmup or critic is None,
                                pad_row=pad_row(episodes))
@@ -222,7 +218,7 @@ def run(cfg: Config, task) -> dict:
             })
             done = step + 1
             if cfg.trainer.eval_every and done % cfg.trainer.eval_every == 0 and cfg.trainer.eval_examples:
-                with gathered(model):
+                with strategy.gathered(model):
                     report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
                 metrics.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
             if done % cfg.trainer.log_every == 0 or done == cfg.trainer.steps:
@@ -245,7 +241,7 @@ def run(cfg: Config, task) -> dict:
                 save(done)
 
     if cfg.trainer.eval_examples and not cfg.trainer.eval_every:
-        with gathered(model):
+        with strategy.gathered(model):
             report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
         last.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
         logger.log(final, {f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
@@ -256,8 +252,7 @@ def run(cfg: Config, task) -> dict:
         print(f"[vlrl] done: metrics {os.path.join(out_dir, 'metrics.jsonl')}, "
               f"checkpoint {checkpoint.checkpoint_dir(out_dir, final)}, "
               f"curve {os.path.join(out_dir, 'reward_curve.png')}", flush=True)
-    if zero3.engine(model) is not None:
-        zero3.close()
+    strategy.close()
     return last
 
 

@@ -1,10 +1,10 @@
 """The policy update: episodes + advantages -> clipped policy-gradient steps.
 
-Distributed training does not wrap the model in DDP. Each process accumulates gradients of losses
-that are already normalised by GLOBAL counts (sequences, tokens, micro-batches of the whole step
-over all processes), then one all-reduce SUMs the gradients. The result is the gradient of the
-full-batch loss, whatever the number of processes or micro-batches, and processes may hold different
-numbers of rows (multi-turn episodes) without collective-count mismatches.
+Each process accumulates gradients of losses that are already normalised by GLOBAL counts (sequences,
+tokens, micro-batches of the whole step over all processes); the run's parallel strategy (vlrl/parallel/:
+data parallel, FSDP2 or ZeRO-3) SUMs them over processes. The result is the gradient of the full-batch
+loss, whatever the number of processes or micro-batches, and processes may hold different numbers of rows
+(multi-turn episodes).
 """
 
 from __future__ import annotations
@@ -12,18 +12,19 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.distributed as dist
-from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from vlrl import checkpoint, sharding, zero3
+from vlrl import checkpoint
 from vlrl.algos import aggregate, gae, group_advantages, loss_terms, value_loss
-from vlrl.config import AlgoConfig, Config, TrainerConfig
+from vlrl.config import AlgoConfig, Config, RolloutConfig, TrainerConfig
 from vlrl.episode import Episode, turn_reward
 from vlrl.forward import Row, response_logprobs, right_aligned
 from vlrl.metrics import RunLogger
 from vlrl.models import load_model, load_processor
+from vlrl.parallel import DataParallel, Strategy, make_strategy
 
 
 @dataclass
@@ -53,32 +54,26 @@ class Run:
     logger: RunLogger
     start: int  # first step to run (the checkpoint's step when resuming)
     resume_from: object  # the checkpoint directory resumed from, or None
+    strategy: Strategy  # the distributed backend (vlrl/parallel/): rollouts, update, checkpoints go through it
+
+
+class UpdateConfig(Protocol):
+    """What `update` reads: vlrl.config.Config, or any config with these three parts."""
+
+    algo: AlgoConfig
+    trainer: TrainerConfig
+    rollout: RolloutConfig  # max_new_tokens (dr_grpo's max completion length) and temperature
 
 
 def start_run(cfg: Config, total_updates: int, can_shard: bool = False) -> Run:
-    """Processes, seeds, model (from the checkpoint when resuming), optimizer, scheduler and logger.
-
-    Under `accelerate launch` with an FSDP v2 config (configs/accelerate/fsdp2.yaml) and `can_shard`, the
-    policy is sharded with torch's fully_shard (vlrl/sharding.py); with a DeepSpeed ZeRO-3 config
-    (configs/accelerate/deepspeed_zero3.yaml) accelerate partitions it (vlrl/zero3.py). Other sharding
-    engines and combinations not wired stop with an error instead of silently replicating the model."""
-    from accelerate import Accelerator
+    """Processes, parallel strategy, seeds, model (from the checkpoint when resuming), optimizer, scheduler
+    and logger. The strategy is chosen from the `accelerate launch` environment (vlrl.parallel.make_strategy;
+    `can_shard`: whether the entry point supports a sharded policy)."""
     from accelerate.utils import set_seed
     from omegaconf import OmegaConf
 
-    deepspeed = zero3.requested()
-    accelerator = zero3.make_accelerator() if deepspeed else Accelerator(cpu=not torch.cuda.is_available())
-    if deepspeed:
-        zero3.check_supported(accelerator, cfg, can_shard)
-    fsdp = sharding.fsdp_version_requested()
-    if accelerator.distributed_type.name == "MEGATRON_LM" or fsdp == 1 or (fsdp and not can_shard):
-        what = f"FSDP v{fsdp}" if fsdp else accelerator.distributed_type.name
-        raise SystemExit(f"vlrl: {what} sharded training is not supported by this entry point "
-                         "(it would silently replicate the model); use FSDP2 or DeepSpeed ZeRO-3 with vlrl/train.py "
-                         "(configs/accelerate/fsdp2.yaml, deepspeed_zero3.yaml) or data parallel "
-                         "(configs/accelerate/multi_gpu.yaml)")
-    if fsdp and cfg.model.lora.r > 0:
-        raise SystemExit("vlrl: FSDP2 with LoRA (model.lora.r > 0) is not supported yet; use data parallel for LoRA")
+    strategy = make_strategy(cfg, can_shard)
+    accelerator = strategy.accelerator
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
     set_seed(cfg.trainer.seed)
@@ -86,22 +81,14 @@ def start_run(cfg: Config, total_updates: int, can_shard: bool = False) -> Run:
     resume_from = checkpoint.find_resume(out_dir, cfg.trainer.resume)
     model_cfg = cfg.model if resume_from is None else dataclasses.replace(cfg.model, path=str(resume_from))
     processor = load_processor(model_cfg)
-    model = load_model(model_cfg, accelerator.device)
-    if fsdp and accelerator.num_processes > 1:
-        sharding.shard(model, sharding.reshard_after_forward_requested())
+    model = strategy.shard(load_model(model_cfg, accelerator.device))  # before the optimizer sees the parameters
     optimizer = make_optimizer(model, cfg.trainer)
     scheduler = make_scheduler(optimizer, cfg.trainer, total_updates)
-    if deepspeed:
-        zero3.wrap(accelerator, model, optimizer, cfg.trainer)
+    strategy.wrap(model, optimizer)
     start = 0
     if resume_from is not None:
         state = checkpoint.load_state(resume_from)
-        if deepspeed:  # either format: ZeRO-3 writes the saved values into its partitions
-            zero3.load_optimizer_state(model, optimizer, state["optimizer"], state.get("optimizer_format", "by_id"))
-        elif state.get("optimizer_format") == "full":  # written by a sharded run (keyed by parameter names)
-            sharding.load_optimizer_state(model, optimizer, state["optimizer"])
-        else:
-            optimizer.load_state_dict(state["optimizer"])
+        strategy.load_optimizer_state(model, optimizer, state)
         scheduler.load_state_dict(state["scheduler"])
         checkpoint.set_rng_state(state["rng"])
         start = state["step"]
@@ -110,7 +97,7 @@ def start_run(cfg: Config, total_updates: int, can_shard: bool = False) -> Run:
                        cfg.trainer.wandb_project)
     logger.truncate_after(start)
     return Run(accelerator, accelerator.process_index, accelerator.num_processes, main, processor, model,
-               optimizer, scheduler, logger, start, resume_from)
+               optimizer, scheduler, logger, start, resume_from, strategy)
 
 
 def make_optimizer(model, cfg: TrainerConfig) -> torch.optim.Optimizer:
@@ -203,27 +190,6 @@ def global_sum(values: list[float], device) -> list[float]:
     return t.tolist()
 
 
-def _global_max(value: int, device) -> int:
-    t = torch.tensor([value], dtype=torch.long, device=device)
-    if dist.is_available() and dist.is_initialized():
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return int(t.item())
-
-
-def all_reduce_grads(params: list[torch.nn.Parameter]) -> None:
-    """SUM gradients over processes in one flat buffer (params without grad count as zeros)."""
-    if not params or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return
-    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-    flat = _flatten_dense_tensors(grads)
-    dist.all_reduce(flat)
-    for p, g in zip(params, _unflatten_dense_tensors(flat, grads)):
-        if p.grad is None:
-            p.grad = g
-        else:
-            p.grad.copy_(g)
-
-
 def _policy_loss(model, processor, mb: list[TrainRow], algo: AlgoConfig, temperature: float, ref_model, note,
                  n_seq: int, n_tok: int, n_mb: int, max_completion_length: int) -> torch.Tensor:
     """This micro-batch's share of the step's clipped policy loss (normalised by global counts)."""
@@ -262,29 +228,32 @@ def update(
     optimizer,
     scheduler,
     rows: list[TrainRow],
-    algo: AlgoConfig,
-    trainer: TrainerConfig,
-    max_completion_length: int,
-    temperature: float,
+    cfg: UpdateConfig,
+    strategy: Strategy | None = None,
+    *,
     ref_model=None,
     critic=None,
     critic_optimizer=None,
     train_policy: bool = True,
     pad_row: TrainRow | None = None,
 ) -> dict[str, float]:
-    """`algo.num_iterations` optimizer steps over `rows` (PPO epochs); returns averaged diagnostics.
+    """`cfg.algo.num_iterations` optimizer steps over `rows` (PPO epochs); returns averaged diagnostics.
+
+    `cfg`: the run's Config (algo; trainer: micro-batch size, clipping; rollout: temperature, and
+    max_new_tokens as dr_grpo's max completion length). `strategy`: the run's distributed backend
+    (vlrl/parallel/; default data parallel, which is also the single-process path).
 
     With a `critic` (PPO), each micro-batch also adds ``vf_coef * value_loss`` (rows carry old values
     and returns); `train_policy=False` (critic warm-up) skips the policy loss and keeps a shared
     backbone frozen, so only the critic learns.
 
-    A sharded (FSDP2 or ZeRO-3) model needs the same number of forward/backward passes on every process: a
-    process with fewer micro-batches (or no rows) runs zero-weight passes on `pad_row` (or its first micro-batch).
-    Under ZeRO-3 the engine reduces the policy's gradients, clips them and steps (vlrl/zero3.py).
+    A sharded strategy needs the same number of forward/backward passes on every process: a process with
+    fewer micro-batches (or no rows) runs zero-weight passes on `pad_row` (or its first micro-batch).
     """
+    algo, trainer = cfg.algo, cfg.trainer
+    strategy = strategy if strategy is not None else DataParallel()
     device = next(model.parameters()).device
-    engine = zero3.engine(model)
-    forward_model = engine if engine is not None else model  # ZeRO-3: micro-batch bookkeeping is in its forward
+    forward_model = strategy.forward_model(model)
     params = [p for p in model.parameters() if p.requires_grad]
     critic_params = [p for p in critic.parameters() if p.requires_grad] if critic is not None else []
     batches = micro_batches(rows, trainer.micro_batch_size)
@@ -292,12 +261,7 @@ def update(
         [float(len(rows)), float(sum(len(r.row.response_ids) for r in rows)), float(len(batches))], device
     )
     real = len(batches)
-    if sharding.is_sharded(model):
-        most = _global_max(len(batches), device)
-        if most > len(batches):
-            if not batches and pad_row is None:
-                raise ValueError("a sharded update on a process without rows needs a pad_row")
-            batches = batches + [batches[0] if batches else [pad_row]] * (most - len(batches))
+    batches = strategy.lockstep(batches, pad_row, device)
     stats: dict[str, list[float]] = {}
 
     def note(key: str, value) -> None:
@@ -308,11 +272,12 @@ def update(
 
     for _ in range(algo.num_iterations):
         for k, mb in enumerate(batches):
-            pad = k >= real  # a zero-weight pass: keeps FSDP's / ZeRO-3's collectives in step across processes
+            pad = k >= real  # a zero-weight pass: keeps a sharded backend's collectives in step across processes
             loss = torch.zeros((), device=device)
             if train_policy:
-                loss = loss + _policy_loss(forward_model, processor, mb, algo, temperature, ref_model, ignore if pad else note,
-                                           int(n_seq), int(n_tok), int(n_mb), max_completion_length)
+                loss = loss + _policy_loss(forward_model, processor, mb, algo, cfg.rollout.temperature, ref_model,
+                                           ignore if pad else note, int(n_seq), int(n_tok), int(n_mb),
+                                           cfg.rollout.max_new_tokens)
             if critic is not None:
                 values = critic(processor, [r.row.observation for r in mb], train_backbone=train_policy or critic.separate)
                 old = torch.tensor([r.old_value for r in mb], dtype=torch.float32, device=values.device)
@@ -323,34 +288,19 @@ def update(
                     note("value_loss", v_loss.item() * n_mb)
             if pad:
                 loss = loss * 0.0
-            if engine is not None:
-                zero3.backward(engine, loss)
-            else:
-                loss.backward()
+            strategy.backward(loss)
             if not pad:
                 note("loss", loss.item())
-        # ZeRO-3 has already reduce-scattered the policy's gradients in each backward.
-        all_reduce_grads((sharding.replicated(params) if engine is None else []) + critic_params)
+        strategy.reduce_gradients(params, critic_params)
         if critic_params:
             c_norm = torch.nn.utils.clip_grad_norm_(critic_params, trainer.max_grad_norm if trainer.max_grad_norm > 0 else float("inf"))
             if torch.isfinite(c_norm):
                 critic_optimizer.step()
             critic_optimizer.zero_grad(set_to_none=True)
             note("critic_grad_norm", c_norm.item())
-        if engine is not None:
-            # The engine clips to trainer.max_grad_norm and skips a non-finite step itself (critics are refused
-            # under ZeRO-3, so train_policy is always true here).
-            grad_norm = zero3.step(engine)
-            note("skipped_nonfinite", 0.0 if torch.isfinite(grad_norm) else 1.0)
-        else:
-            grad_norm = sharding.clip_grad_norm(params, trainer.max_grad_norm if trainer.max_grad_norm > 0 else float("inf"))
-            if torch.isfinite(grad_norm):
-                if train_policy:
-                    optimizer.step()
-                note("skipped_nonfinite", 0.0)
-            else:
-                # A NaN/inf loss or gradient would poison the weights: skip this step, keep going.
-                note("skipped_nonfinite", 1.0)
+        # A NaN/inf loss or gradient would poison the weights: the step is skipped, training goes on.
+        grad_norm = strategy.clip_and_step(optimizer, params, trainer.max_grad_norm, step=train_policy)
+        note("skipped_nonfinite", 0.0 if torch.isfinite(grad_norm) else 1.0)
         note("grad_norm", grad_norm.item())
         if train_policy:
             scheduler.step()

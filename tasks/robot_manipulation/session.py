@@ -394,9 +394,8 @@ class RobotSession:
         self._fill_old_logprobs(demo)
         stats: dict = {}
         if rows or demo:
-            stats = update(self.model, self.learn_processor, self.optimizer, self.scheduler, rows + demo, cfg.algo,
-                           cfg.trainer, max_completion_length=cfg.rollout.max_new_tokens,
-                           temperature=cfg.rollout.temperature, ref_model=self.ref_model)
+            stats = update(self.model, self.learn_processor, self.optimizer, self.scheduler, rows + demo, cfg,
+                           ref_model=self.ref_model)
             self.publish()
         record = {"update": len(self.updates) + 1, "version": self.version,
                   "episodes": [ep.info.get("index") for ep in batch], "returns": returns,

@@ -1,5 +1,5 @@
 """Loss normalisation across processes and gradient accumulation (the TRL #5619 class of bug), and the
-sharding engines (FSDP2: vlrl/sharding.py; DeepSpeed ZeRO-3 through accelerate: vlrl/zero3.py), for real
+sharding engines (FSDP2: vlrl/parallel/fsdp2.py; DeepSpeed ZeRO-3 through accelerate: vlrl/parallel/zero3.py), for real
 with 2 CPU processes (gloo; ZeRO-3 on DeepSpeed's CPU accelerator).
 
 Same batch of episodes: a 2-process run and a 1-process run with gradient accumulation over the same

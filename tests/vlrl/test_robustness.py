@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from vlrl.config import AlgoConfig, ModelConfig, RolloutConfig, TrainerConfig, compose, validate
+from vlrl.config import AlgoConfig, Config, ModelConfig, RolloutConfig, TrainerConfig, compose, validate
 from vlrl.models import load_model, load_processor
 from vlrl.rollout import make_engine, run_episodes
 from vlrl.train import run
@@ -40,17 +40,19 @@ def test_nan_loss_skips_the_optimizer_step(tiny_model_path):
     import sys
 
     sys.path.insert(0, os.path.join(ROOT, "tests"))
-    from toy_task import Config, make_env
+    from toy_task import Config as ToyConfig
+    from toy_task import make_env
 
     mcfg = ModelConfig(path=tiny_model_path)
     model, processor = load_model(mcfg), load_processor(mcfg)
     algo, tcfg = AlgoConfig(group_size=2), TrainerConfig(lr=1e-2)
     engine = make_engine(RolloutConfig(max_new_tokens=4), model, processor)
-    episodes = run_episodes(engine, lambda: make_env(Config(), "train"), [0, 1], 2)
+    episodes = run_episodes(engine, lambda: make_env(ToyConfig(), "train"), [0, 1], 2)
     rows = build_rows(episodes, episode_advantages(episodes, algo))
     rows[0].old_logprobs = [math.nan] * len(rows[0].old_logprobs)
     before = [p.detach().clone() for p in model.parameters()]
     opt = make_optimizer(model, tcfg)
-    stats = update(model, processor, opt, make_scheduler(opt, tcfg, 1), rows, algo, tcfg, 4, 1.0)
+    cfg = Config(algo=algo, trainer=tcfg, rollout=RolloutConfig(max_new_tokens=4, temperature=1.0))
+    stats = update(model, processor, opt, make_scheduler(opt, tcfg, 1), rows, cfg)
     assert stats["skipped_nonfinite"] == 1.0
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))

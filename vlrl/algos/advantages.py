@@ -11,7 +11,11 @@ import operator
 
 import torch
 
+# algo.scale: divide by the group's std, the batch's std, or not at all (group_advantages; "batch" also
+# whitens GAE advantages in vlrl/trainer.py).
 ADVANTAGE_SCALES = ("group", "batch", "none")
+# algo.advantage: group-relative (group_advantages, here) or GAE from a critic's values (vlrl/algos/gae.py).
+ADVANTAGE_ESTIMATORS = ("group", "gae")
 
 
 def _masked_unbiased_std(values: torch.Tensor, valid: torch.Tensor, mean: torch.Tensor, dim=None) -> torch.Tensor:

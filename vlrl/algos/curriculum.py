@@ -8,6 +8,9 @@ import torch
 # and a forgotten skill can show up again in the success rates.
 _FLOOR = 1e-9
 
+# trainer.curriculum_weighting: curriculum_weights (hardest first) | learnability_weights (mixed outcomes first)
+CURRICULUM_WEIGHTINGS = ("failure", "learnability")
+
 
 def _checked_rates(success_rates, temperature: float) -> torch.Tensor:
     """success_rates as a floating [K] tensor, after checking it and the temperature."""

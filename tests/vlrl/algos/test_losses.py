@@ -1,23 +1,13 @@
-"""Golden tests for the clipped policy losses, their aggregation contract, value loss and log-prob
-utilities. Expected values come from hand arithmetic or from plain-Python loops below, never from
-the code under test."""
+"""Golden tests for the clipped policy losses and the value loss (the aggregation contract across
+micro-batches: test_aggregate.py; log-prob utilities: test_logprobs.py). Expected values come from hand
+arithmetic or from plain-Python loops below, never from the code under test."""
 
 import math
 
 import pytest
 import torch
 
-from vlrl.algos import (
-    LOSS_TYPES,
-    aggregate,
-    entropy_from_logits,
-    kl_penalty,
-    loss_terms,
-    policy_loss,
-    sequence_logprob,
-    token_logprobs,
-    value_loss,
-)
+from vlrl.algos import LOSS_TYPES, kl_penalty, loss_terms, policy_loss, value_loss
 
 F64 = torch.float64
 
@@ -139,27 +129,11 @@ def test_diagnostics_golden():
     torch.testing.assert_close(terms.per_token_loss, expected, rtol=0, atol=1e-12)
 
 
-def _random_case(seed, b=4, length=5, ragged=True, lengths=None):
-    g = torch.Generator().manual_seed(seed)
-    logp = -torch.rand(b, length, generator=g, dtype=F64) * 2
-    old = logp + (torch.rand(b, length, generator=g, dtype=F64) - 0.5) * 0.8  # ratios in ~[0.67, 1.5]
-    ref = logp + (torch.rand(b, length, generator=g, dtype=F64) - 0.5)
-    adv = torch.randn(b, generator=g, dtype=F64)
-    if lengths is not None:
-        lengths = torch.tensor(lengths)
-    elif ragged:
-        lengths = torch.randint(1, length + 1, (b,), generator=g)
-    else:
-        lengths = torch.full((b,), length)
-    mask = torch.arange(length).unsqueeze(0) < lengths.unsqueeze(1)
-    return logp, old, ref, adv, mask
-
-
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
 @pytest.mark.parametrize("level", ["token", "sequence", "action"])
 @pytest.mark.parametrize("beta,kl", [(0.0, "k3"), (0.05, "k1"), (0.1, "k3")])
-def test_policy_loss_matches_python_reference(loss_type, level, beta, kl):
-    logp, old, ref, adv, mask = _random_case(7)
+def test_policy_loss_matches_python_reference(loss_type, level, beta, kl, random_case):
+    logp, old, ref, adv, mask = random_case(7)
     weights = [0.5, 1.0, 2.0, 1.5] if loss_type == "gui_g1" else None
     got = policy_loss(
         logp, old, adv, mask, loss_type=loss_type, eps_low=0.2, eps_high=0.28, max_completion_length=6,
@@ -173,15 +147,15 @@ def test_policy_loss_matches_python_reference(loss_type, level, beta, kl):
     assert got.item() == pytest.approx(expected, abs=1e-12)
 
 
-def test_dr_grpo_full_length_single_sequence_equals_grpo():
-    logp, old, _, adv, mask = _random_case(1, b=1, length=6, ragged=False)
+def test_dr_grpo_full_length_single_sequence_equals_grpo(random_case):
+    logp, old, _, adv, mask = random_case(1, b=1, length=6, ragged=False)
     a = policy_loss(logp, old, adv, mask, loss_type="dr_grpo", max_completion_length=6)
     b = policy_loss(logp, old, adv, mask, loss_type="grpo")
     torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
 
 
-def test_bnpo_equals_dapo_single_microbatch():
-    logp, old, ref, adv, mask = _random_case(2)
+def test_bnpo_equals_dapo_single_microbatch(random_case):
+    logp, old, ref, adv, mask = random_case(2)
     a = policy_loss(logp, old, adv, mask, loss_type="bnpo", ref_logp=ref, beta=0.1)
     b = policy_loss(logp, old, adv, mask, loss_type="dapo", ref_logp=ref, beta=0.1)
     torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
@@ -190,15 +164,15 @@ def test_bnpo_equals_dapo_single_microbatch():
     assert abs((a - c).item()) > 1e-4
 
 
-def test_gui_g1_equals_grpo_with_length_norm_equal_to_length():
-    logp, old, _, adv, mask = _random_case(3, length=5, ragged=False)
+def test_gui_g1_equals_grpo_with_length_norm_equal_to_length(random_case):
+    logp, old, _, adv, mask = random_case(3, length=5, ragged=False)
     a = policy_loss(logp, old, adv, mask, loss_type="gui_g1", length_norm=5.0)
     b = policy_loss(logp, old, adv, mask, loss_type="grpo")
     torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
 
 
-def test_sequence_ratio_equals_token_ratio_for_constant_log_ratio():
-    logp, _, _, adv, mask = _random_case(4)
+def test_sequence_ratio_equals_token_ratio_for_constant_log_ratio(random_case):
+    logp, _, _, adv, mask = random_case(4)
     shift = torch.tensor([0.05, -0.1, 0.3, -0.4], dtype=F64).unsqueeze(1)  # constant per row
     old = logp - shift
     for lt in LOSS_TYPES:
@@ -294,8 +268,8 @@ def test_beta_zero_needs_no_reference():
         assert torch.isfinite(loss)
 
 
-def test_padding_with_inf_logprobs_stays_finite():
-    logp, old, ref, adv, mask = _random_case(5)
+def test_padding_with_inf_logprobs_stays_finite(random_case):
+    logp, old, ref, adv, mask = random_case(5)
     logp = logp.masked_fill(~mask, float("-inf")).requires_grad_(True)
     old = old.masked_fill(~mask, float("-inf"))
     ref = ref.masked_fill(~mask, 50.0)
@@ -306,8 +280,8 @@ def test_padding_with_inf_logprobs_stays_finite():
         assert (grad[~mask] == 0).all()
 
 
-def test_per_token_advantages():
-    logp, old, _, adv, mask = _random_case(6)
+def test_per_token_advantages(random_case):
+    logp, old, _, adv, mask = random_case(6)
     a = policy_loss(logp, old, adv, mask, loss_type="grpo")
     b = policy_loss(logp, old, adv.unsqueeze(1).expand(-1, 5).contiguous(), mask, loss_type="grpo")
     torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
@@ -334,76 +308,6 @@ def test_validation_errors():
 
 
 # ---------------------------------------------------------------------------------------------------
-# Aggregation contract across micro-batches (and, by the same arithmetic, processes)
-
-
-def _split_sum(logp, old, ref, adv, mask, loss_type, n_mb, weights):
-    b = logp.shape[0]
-    num_tokens = int(mask.sum())
-    total = 0.0
-    per_mb = []
-    for idx in torch.arange(b).chunk(n_mb):
-        sl = slice(int(idx[0]), int(idx[-1]) + 1)
-        terms = loss_terms(logp[sl], old[sl], adv[sl], mask[sl], ref_logp=ref[sl], beta=0.04, eps_high=0.28)
-        total = total + aggregate(
-            terms.per_token_loss, mask[sl], loss_type, num_sequences=b, num_tokens=num_tokens, num_microbatches=n_mb,
-            max_completion_length=8, length_norm=5.0, seq_weights=None if weights is None else weights[sl],
-        )
-        per_mb.append(policy_loss(
-            logp[sl], old[sl], adv[sl], mask[sl], loss_type=loss_type, ref_logp=ref[sl], beta=0.04, eps_high=0.28,
-            max_completion_length=8, length_norm=5.0, seq_weights=None if weights is None else weights[sl],
-        ))
-    return total, per_mb
-
-
-@pytest.mark.parametrize("n_mb", [2, 4])
-@pytest.mark.parametrize("loss_type", LOSS_TYPES)
-def test_aggregate_contract(loss_type, n_mb):
-    # Ragged lengths, and unequal token counts per micro-batch for both splits (7 vs 8), so that
-    # every normalisation differs from the others.
-    logp, old, ref, adv, mask = _random_case(11, b=4, length=6, lengths=[6, 1, 3, 5])
-    weights = torch.tensor([1.0, 0.5, 2.0, 1.5], dtype=F64) if loss_type == "gui_g1" else None
-    leaf_full = logp.clone().requires_grad_(True)
-    leaf_split = logp.clone().requires_grad_(True)
-
-    total, per_mb = _split_sum(leaf_split, old, ref, adv, mask, loss_type, n_mb, weights)
-    if loss_type == "bnpo":
-        # bnpo is per micro-batch by definition: the target is the mean of the micro-batch losses.
-        target = torch.stack(per_mb).mean()
-        (g_target,) = torch.autograd.grad(target, leaf_split, retain_graph=True)
-        full = policy_loss(leaf_full, old, adv, mask, loss_type="bnpo", ref_logp=ref, beta=0.04, eps_high=0.28)
-        # ... which is not the full-batch bnpo value (token counts differ per micro-batch).
-        assert abs((full - target).item()) > 1e-6
-    else:
-        target = policy_loss(
-            leaf_full, old, adv, mask, loss_type=loss_type, ref_logp=ref, beta=0.04, eps_high=0.28,
-            max_completion_length=8, length_norm=5.0, seq_weights=weights,
-        )
-        (g_target,) = torch.autograd.grad(target, leaf_full)
-    (g_total,) = torch.autograd.grad(total, leaf_split)
-    torch.testing.assert_close(total, target.detach(), rtol=0, atol=1e-6)
-    torch.testing.assert_close(g_total, g_target, rtol=0, atol=1e-6)
-
-
-def test_aggregate_defaults_are_local_counts():
-    logp, old, ref, adv, mask = _random_case(12)
-    per_tok = loss_terms(logp, old, adv, mask).per_token_loss
-    for lt in LOSS_TYPES:
-        a = aggregate(per_tok, mask, lt, max_completion_length=7)
-        b = aggregate(per_tok, mask, lt, num_sequences=4, num_tokens=int(mask.sum()), num_microbatches=1,
-                      max_completion_length=7)
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
-
-
-def test_aggregate_accepts_tensor_counts():
-    logp, old, _, adv, mask = _random_case(13)
-    per_tok = loss_terms(logp, old, adv, mask).per_token_loss
-    a = aggregate(per_tok, mask, "dapo", num_tokens=torch.tensor(40))
-    b = aggregate(per_tok, mask, "dapo", num_tokens=40)
-    torch.testing.assert_close(a, b)
-
-
-# ---------------------------------------------------------------------------------------------------
 # Value loss
 
 
@@ -425,66 +329,3 @@ def test_value_loss_gradient_zero_when_clipped_branch_wins():
     loss = value_loss(v, torch.tensor([0.5], dtype=F64), torch.tensor([2.0], dtype=F64), clip=0.2)
     loss.backward()
     assert v.grad.item() == 0.0
-
-
-# ---------------------------------------------------------------------------------------------------
-# Log-prob utilities
-
-
-@pytest.mark.parametrize("temperature", [1.0, 0.7])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-def test_token_logprobs_matches_log_softmax(temperature, dtype):
-    g = torch.Generator().manual_seed(0)
-    logits = (torch.randn(3, 5, 17, generator=g) * 3).to(dtype)
-    tokens = torch.randint(0, 17, (3, 5), generator=g)
-    got = token_logprobs(logits, tokens, temperature=temperature)
-    ref = torch.log_softmax(logits.double() / temperature, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    assert got.shape == (3, 5)
-    assert got.dtype in (torch.float32, torch.float64)
-    tol = 1e-12 if dtype == torch.float64 else 1e-5
-    torch.testing.assert_close(got.double(), ref, rtol=0, atol=tol)
-
-
-def test_token_logprobs_gradient_matches_reference():
-    g = torch.Generator().manual_seed(1)
-    logits = torch.randn(2, 4, 9, generator=g, dtype=F64, requires_grad=True)
-    tokens = torch.randint(0, 9, (2, 4), generator=g)
-    (ga,) = torch.autograd.grad(token_logprobs(logits, tokens, 0.5).sum(), logits)
-    ref = torch.log_softmax(logits / 0.5, -1).gather(-1, tokens.unsqueeze(-1)).sum()
-    (gb,) = torch.autograd.grad(ref, logits)
-    torch.testing.assert_close(ga, gb)
-
-
-def test_entropy_matches_reference():
-    g = torch.Generator().manual_seed(2)
-    logits = torch.randn(2, 4, 11, generator=g, dtype=F64) * 2
-    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
-    logp = torch.log_softmax(logits, -1)
-    ent_tok = -(logp.exp() * logp).sum(-1)
-    expected = (ent_tok * mask).sum() / mask.sum()
-    got = entropy_from_logits(logits, mask)
-    assert got.dtype == F64
-    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
-    got16 = entropy_from_logits(logits.to(torch.bfloat16), mask)
-    assert got16.dtype == torch.float32
-    torch.testing.assert_close(got16.double(), expected, rtol=0, atol=5e-2)
-
-
-def test_entropy_golden_uniform_and_masked_vocab():
-    # Uniform over V=8 -> log 8; with 4 entries at -inf -> uniform over 4 -> log 4, no NaN.
-    logits = torch.zeros(1, 2, 8)
-    logits[0, 1, 4:] = float("-inf")
-    logits.requires_grad_(True)
-    mask = torch.tensor([[1, 0]])
-    assert entropy_from_logits(logits, mask).item() == pytest.approx(math.log(8), abs=1e-6)
-    mask = torch.tensor([[0, 1]])
-    ent = entropy_from_logits(logits, mask)
-    assert ent.item() == pytest.approx(math.log(4), abs=1e-6)
-    ent.backward()
-    assert torch.isfinite(logits.grad).all()
-
-
-def test_sequence_logprob():
-    logp = torch.tensor([[-0.5, -1.0, -9.0], [-0.25, -0.25, -0.25]])
-    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
-    torch.testing.assert_close(sequence_logprob(logp, mask), torch.tensor([-1.5, -0.75]))

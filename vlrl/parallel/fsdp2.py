@@ -1,4 +1,4 @@
-"""FSDP2 sharding of the policy (torch's `fully_shard`), for `accelerate launch` with an FSDP v2 config.
+"""FSDP2: the policy sharded with torch's `fully_shard` (`accelerate launch` with an FSDP v2 config).
 
 What the trainer needs beyond `fully_shard` itself:
 
@@ -7,14 +7,13 @@ What the trainer needs beyond `fully_shard` itself:
 * rollouts, critic values and evaluation run a different number of forward passes on each process
   (ragged episodes), which sharded forwards cannot do (every forward is a collective): `gathered()`
   keeps the full parameters on every process for that phase, then frees them again;
-* training micro-batches must be equally many on every process (trainer.update pads with zero-weight
-  ones);
+* training micro-batches must be equally many on every process (`Strategy.lockstep` pads with
+  zero-weight ones);
+* a weight shared between modules (tied embeddings) stays replicated: its gradient is all-reduced as in
+  data parallel, and gradient clipping combines the norms of sharded and replicated gradients;
 * checkpoints hold the full (unsharded) weights and optimizer state, so a sharded run writes the same
-  `save_pretrained` directory as any other and resumes with any number of processes.
-
-A policy partitioned by DeepSpeed ZeRO-3 (vlrl/zero3.py) goes through the same helpers (`is_sharded`,
-`gathered`, `full_model_state`, `full_optimizer_state`, `load_optimizer_state`), so the training loop
-treats both engines alike.
+  `save_pretrained` directory as any other and resumes with any number of processes (loading goes
+  through `Strategy.load_optimizer_state`).
 """
 
 from __future__ import annotations
@@ -24,7 +23,36 @@ from contextlib import contextmanager
 
 import torch
 
-from vlrl import zero3
+from vlrl.parallel.base import Strategy, all_reduce_grads
+
+
+class FSDP2(Strategy):
+    name = "fsdp2"
+    sharded = True
+
+    def __init__(self, accelerator=None, reshard_after_forward: bool | None = None):
+        super().__init__(accelerator)
+        if reshard_after_forward is None:
+            reshard_after_forward = reshard_after_forward_requested()
+        self.reshard_after_forward = reshard_after_forward
+
+    def shard(self, model: torch.nn.Module) -> torch.nn.Module:
+        return shard(model, self.reshard_after_forward)
+
+    def gathered(self, model: torch.nn.Module):
+        return gathered(model, self.reshard_after_forward)
+
+    def reduce_gradients(self, params: list, extra: list = ()) -> None:
+        all_reduce_grads(replicated(params) + list(extra))  # the sharded ones were reduce-scattered in backward
+
+    def clip_grad_norm(self, params: list, max_norm: float) -> torch.Tensor:
+        return clip_grad_norm(params, max_norm)
+
+    def full_model_state(self, model: torch.nn.Module) -> dict:
+        return full_model_state(model)
+
+    def full_state(self, model: torch.nn.Module, optimizer) -> dict:
+        return {"model_state": full_model_state(model), "optimizer_state": full_optimizer_state(model, optimizer)}
 
 
 def fsdp_version_requested() -> int:
@@ -86,20 +114,12 @@ def fsdp_modules(model: torch.nn.Module) -> list:
     return [m for m in model.modules() if isinstance(m, FSDPModule)]
 
 
-def is_sharded(model: torch.nn.Module) -> bool:
-    """Sharded by FSDP2 or partitioned by DeepSpeed ZeRO-3."""
-    return bool(fsdp_modules(model)) or zero3.engine(model) is not None
-
-
 @contextmanager
-def gathered(model: torch.nn.Module):
-    """Full parameters on every process inside (no collectives per forward); sharded again after.
+def gathered(model: torch.nn.Module, reshard_after_forward: bool = True):
+    """Full parameters on every process inside (no collectives per forward); sharded again after, each unit
+    back to `reshard_after_forward`.
 
     All processes must enter and leave together. A no-op for a model that is not sharded."""
-    if zero3.engine(model) is not None:
-        with zero3.gathered(model):
-            yield model
-        return
     mods = fsdp_modules(model)
     if not mods:
         yield model
@@ -115,7 +135,7 @@ def gathered(model: torch.nn.Module):
         for m in mods:
             m.reshard()
         for m in inner:
-            m.set_reshard_after_forward(reshard_after_forward_requested(), recurse=False)
+            m.set_reshard_after_forward(reshard_after_forward, recurse=False)
 
 
 def clip_grad_norm(params: list, max_norm: float) -> torch.Tensor:
@@ -152,8 +172,6 @@ def replicated(params: list) -> list:
 
 def full_model_state(model: torch.nn.Module) -> dict:
     """Collective: the full state dict on rank 0 (CPU tensors), {} elsewhere."""
-    if zero3.engine(model) is not None:
-        return zero3.full_model_state(model)
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
@@ -161,19 +179,6 @@ def full_model_state(model: torch.nn.Module) -> dict:
 
 def full_optimizer_state(model: torch.nn.Module, optimizer) -> dict:
     """Collective: the optimizer's full state (keyed by parameter names) on rank 0, {} elsewhere."""
-    if zero3.engine(model) is not None:
-        return zero3.full_optimizer_state(model, optimizer)
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
     return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-
-
-def load_optimizer_state(model: torch.nn.Module, optimizer, state: dict) -> None:
-    """Every process passes the same full state (from `full_optimizer_state`); each keeps its shard."""
-    if zero3.engine(model) is not None:
-        zero3.load_optimizer_state(model, optimizer, state, "full")
-        return
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-    set_optimizer_state_dict(model, optimizer, optim_state_dict=state, options=StateDictOptions(full_state_dict=True))
-

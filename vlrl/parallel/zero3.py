@@ -4,12 +4,12 @@ accelerate builds the DeepSpeed engine (`accelerator.prepare(model, optimizer)`)
 update itself, as it does for data parallel and FSDP2 (vlrl/trainer.py), which needs:
 
 * the model stays the plain HF module everywhere (rollouts, checkpoints, `base_model`); the engine is
-  found with `engine(model)`. Training forwards go through the engine: its forward is what tells ZeRO-3
-  that a new micro-batch starts, without it every backward would overwrite the previous micro-batch's
-  gradient partition instead of adding to it;
+  held by the `Zero3` strategy. Training forwards go through the engine (`forward_model`): its forward is
+  what tells ZeRO-3 that a new micro-batch starts, without it every backward would overwrite the previous
+  micro-batch's gradient partition instead of adding to it;
 * one `engine.step()` per optimizer step after a variable number of micro-batches: the DeepSpeed config
   gets gradient_accumulation_steps 1 and every backward is unscaled (`scale_wrt_gas=False`). Each
-  backward reduce-scatters, so every process runs the same number of them (trainer.update pads);
+  backward reduce-scatters, so every process runs the same number of them (`Strategy.lockstep` pads);
 * gradients SUM over processes (losses carry the global normalisation) while ZeRO-3 averages them: the
   loss handed to `engine.backward` is multiplied by the number of processes;
 * clipping (trainer.max_grad_norm, written into the DeepSpeed config) and skipping a step whose gradient
@@ -28,7 +28,53 @@ from contextlib import contextmanager
 
 import torch
 
-_ENGINE = "_vlrl_zero3_engine"
+from vlrl.parallel.base import Strategy, all_reduce_grads
+
+
+class Zero3(Strategy):
+    name = "zero3"
+    sharded = True
+
+    def __init__(self, accelerator, trainer):
+        super().__init__(accelerator)
+        self.trainer = trainer  # TrainerConfig: micro-batch size and clipping go into the DeepSpeed config
+        self.engine = None  # set by wrap()
+
+    def wrap(self, model: torch.nn.Module, optimizer) -> None:
+        self.engine = wrap(self.accelerator, model, optimizer, self.trainer)
+
+    def load_optimizer_state(self, model: torch.nn.Module, optimizer, state: dict) -> None:
+        # either format: ZeRO-3 writes the saved values into its partitions
+        load_optimizer_state(self.engine, model, optimizer, state["optimizer"], state.get("optimizer_format", "by_id"))
+
+    def gathered(self, model: torch.nn.Module):
+        return gathered(self.engine, model)
+
+    def forward_model(self, model: torch.nn.Module):
+        return self.engine if self.engine is not None else model  # micro-batch bookkeeping is in its forward
+
+    def backward(self, loss: torch.Tensor) -> None:
+        backward(self.engine, loss)
+
+    def reduce_gradients(self, params: list, extra: list = ()) -> None:
+        all_reduce_grads(list(extra))  # the policy's gradients were reduce-scattered in each backward
+
+    def clip_and_step(self, optimizer, params: list, max_grad_norm: float, step: bool = True) -> torch.Tensor:
+        # The engine clips to trainer.max_grad_norm (written into its config by wrap) and skips a non-finite
+        # step itself.
+        if not step:
+            raise ValueError("ZeRO-3 cannot leave out the policy's step (a PPO critic warm-up is not supported)")
+        return engine_step(self.engine)
+
+    def full_model_state(self, model: torch.nn.Module) -> dict:
+        return full_model_state(model)
+
+    def full_state(self, model: torch.nn.Module, optimizer) -> dict:
+        return {"model_state": full_model_state(model),
+                "optimizer_state": full_optimizer_state(self.engine, model, optimizer)}
+
+    def close(self) -> None:
+        close()
 
 
 def requested() -> bool:
@@ -96,8 +142,8 @@ def check_supported(accelerator, cfg, can_shard: bool) -> None:
                          "sync reads the (partitioned) parameters directly; use rollout.engine=hf")
 
 
-def wrap(accelerator, model: torch.nn.Module, optimizer, trainer) -> None:
-    """Partition `model` and `optimizer` with ZeRO-3 (accelerator.prepare). `trainer`: TrainerConfig.
+def wrap(accelerator, model: torch.nn.Module, optimizer, trainer):
+    """Partition `model` and `optimizer` with ZeRO-3 (accelerator.prepare) -> the engine. `trainer`: TrainerConfig.
 
     Call after building the optimizer and the scheduler (the scheduler keeps driving the learning rate of
     the same torch optimizer, which DeepSpeed steps on the partitions)."""
@@ -117,12 +163,7 @@ def wrap(accelerator, model: torch.nn.Module, optimizer, trainer) -> None:
         if zero.get(key, "auto") == "auto":
             zero[key] = value
     engine, _ = accelerator.prepare(model, optimizer)
-    model.__dict__[_ENGINE] = engine  # not a submodule: the engine holds the model, not the other way round
-
-
-def engine(model):
-    """The DeepSpeed engine that partitions `model`, or None."""
-    return getattr(model, "__dict__", {}).get(_ENGINE)
+    return engine
 
 
 def partitioned_count(model) -> int:
@@ -140,7 +181,7 @@ def backward(eng, loss: torch.Tensor) -> None:
     eng.backward(loss * world, scale_wrt_gas=False)
 
 
-def step(eng) -> torch.Tensor:
+def engine_step(eng) -> torch.Tensor:
     """The optimizer step over the accumulated micro-batches -> total gradient norm before clipping
     (inf when it was not finite and DeepSpeed skipped the step)."""
     eng.step()
@@ -164,14 +205,13 @@ def _offload(eng):
 
 
 @contextmanager
-def gathered(model: torch.nn.Module):
+def gathered(eng, model: torch.nn.Module):
     """Full parameters on every process inside, with no collective per forward; partitioned again after.
 
     All processes must enter and leave together."""
     import deepspeed
     from deepspeed.runtime.zero import parameter_offload
 
-    eng = engine(model)
     offload = _offload(eng)
     with deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None):
         offload._remove_module_hooks()
@@ -205,13 +245,13 @@ def _trainable(model) -> list[tuple[str, torch.nn.Parameter]]:
     return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
 
 
-def _flat_states(model) -> list[dict]:
+def _flat_states(eng) -> list[dict]:
     """The torch optimizer's state of each fp32 partition ZeRO-3 steps (empty before the first step)."""
-    opt = engine(model).optimizer
+    opt = eng.optimizer
     return [opt.optimizer.state.get(flat, {}) for flat in opt.fp32_partitioned_groups_flat]
 
 
-def full_optimizer_state(model: torch.nn.Module, optimizer) -> dict:
+def full_optimizer_state(eng, model: torch.nn.Module, optimizer) -> dict:
     """Collective: the optimizer's full state keyed by parameter names on rank 0 ({} elsewhere), in the
     layout of torch's full optimizer state dict (what an FSDP2 run writes)."""
     import torch.distributed as dist
@@ -219,7 +259,7 @@ def full_optimizer_state(model: torch.nn.Module, optimizer) -> dict:
 
     if len(optimizer.param_groups) != 1:
         raise ValueError("ZeRO-3 checkpoints support one optimizer parameter group")
-    flat = _flat_states(model)[0]
+    flat = _flat_states(eng)[0]
     keys = sorted(k for k, v in flat.items() if torch.is_tensor(v) and v.dim() == 1)  # exp_avg, exp_avg_sq, ...
     main = dist.get_rank() == 0
     state = {}
@@ -235,7 +275,7 @@ def full_optimizer_state(model: torch.nn.Module, optimizer) -> dict:
     return {"state": state, "param_groups": [{**group, "params": [n for n, _ in _trainable(model)]}]}
 
 
-def load_optimizer_state(model: torch.nn.Module, optimizer, state: dict, fmt: str) -> None:
+def load_optimizer_state(eng, model: torch.nn.Module, optimizer, state: dict, fmt: str) -> None:
     """Every process passes the same saved state: "full" (keyed by names) or "by_id" (a plain torch state dict
     of this trainer's optimizer: ids in trainable-parameter order); each keeps its partition."""
     from deepspeed.utils import safe_set_full_optimizer_state
@@ -254,7 +294,7 @@ def load_optimizer_state(model: torch.nn.Module, optimizer, state: dict, fmt: st
     keys = [k for k, v in sample.items() if torch.is_tensor(v) and v.dim() > 0]
     # torch optimizers create their state at the first step: create it now on every fp32 partition, so the
     # saved values can be written into it.
-    opt = engine(model).optimizer
+    opt = eng.optimizer
     for flat in opt.fp32_partitioned_groups_flat:
         entry = opt.optimizer.state[flat]
         for k in keys:
