@@ -163,6 +163,8 @@ class TrainerConfig:
     curriculum_window: int = opt(8, "curriculum: outcomes remembered per seed")
     curriculum_temperature: float = opt(1.0, "curriculum: T in weight^(1/T); low T = concentrate on the top-weighted seeds")
     curriculum_weighting: str = opt("failure", "curriculum: failure = weight 1 - SR (hardest first), learnability = SR (1 - SR) (mixed outcomes first)")
+    max_skip_fraction: float = opt(0.05, "skip budget: stop the run when more than this share of the prompts of the last skip_window steps were skipped (unreadable image, bad record; reasons in metrics skipped/*), and at any step with no usable prompt; 1 = never stop")
+    skip_window: int = opt(20, "skip budget: steps in the window; judged once the window is full, or at the last step of a shorter run")
 
     def __post_init__(self):
         _check(self.seed >= 0, "trainer.seed", "must be >= 0")
@@ -181,6 +183,8 @@ class TrainerConfig:
         _check(self.eval_examples >= 0, "trainer.eval_examples", "must be >= 0")
         _check(self.threads >= 0, "trainer.threads", "must be >= 0 (0 = torch default)")
         _check(self.max_minutes >= 0, "trainer.max_minutes", "must be >= 0")
+        _check(0 <= self.max_skip_fraction <= 1, "trainer.max_skip_fraction", "must be in [0, 1]")
+        _check(self.skip_window >= 1, "trainer.skip_window", "must be >= 1")
         _check(self.curriculum_pool >= 0, "trainer.curriculum_pool", "must be >= 0")
         _check(self.curriculum_first_seed >= 0, "trainer.curriculum_first_seed", "must be >= 0")
         _check(self.curriculum_window >= 1, "trainer.curriculum_window", "must be >= 1")

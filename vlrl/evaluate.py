@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 from vlrl.config import Config, compose, validate
 from vlrl.models import load_model, load_processor
 from vlrl.rollout import make_engine, run_episodes
+from vlrl.skips import skipped_report
 
 DEFAULT_GENERATED_EXAMPLES = 1000
 
@@ -45,20 +46,21 @@ def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
         n = min(n, available)
     torch.manual_seed(cfg.eval.seed)
     t0 = time.perf_counter()
-    episodes = []
+    episodes, stats = [], {}
     with Progress(TextColumn("[bold]eval"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeRemainingColumn(), disable=not progress) as bar:
         job = bar.add_task("eval", total=n)
         for start in range(0, n, cfg.eval.batch_size):
             seeds = list(range(start, min(n, start + cfg.eval.batch_size)))
             batch = run_episodes(engine, lambda: task.make_env(cfg.task, cfg.eval.split), seeds, 1,
-                                 cfg.rollout.max_turns, greedy=cfg.eval.greedy)
+                                 cfg.rollout.max_turns, greedy=cfg.eval.greedy, stats=stats)
             for ep in batch[max(0, cfg.eval.dump_images - len(episodes)):]:
                 for turn in ep.turns[1:]:  # later turns' images of multi-turn episodes: not needed by any report
                     turn.observation.images = []
             episodes.extend(batch)
             bar.update(job, advance=len(seeds))
     report = task.report(episodes, cfg.task)
+    report["skipped"] = skipped_report(stats)  # records whose reset failed: not in `count`
     report["meta"] = {
         "task": cfg.task.name, "model": cfg.model.path, "split": cfg.eval.split, "examples": n,
         "greedy": cfg.eval.greedy, "seed": cfg.eval.seed, "wall_s": round(time.perf_counter() - t0, 2),

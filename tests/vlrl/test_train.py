@@ -78,6 +78,8 @@ def test_interrupted_save_is_not_resumed(tmp_path):
         ("trainer.warmup_steps=-1", "trainer.warmup_steps"),
         ("trainer.threads=-1", "trainer.threads"),
         ("trainer.seed=-1", "trainer.seed"),
+        ("trainer.max_skip_fraction=1.5", "trainer.max_skip_fraction"),
+        ("trainer.skip_window=0", "trainer.skip_window"),
     ],
 )
 def test_bad_config_names_the_field(override, field):
