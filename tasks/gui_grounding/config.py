@@ -56,6 +56,7 @@ class Config(ScoringConfig):
     eval_data: str | None = doc_field("eval source: None = held-out part of `data`; or 'synthetic' / a JSONL path")
     eval_examples: int = doc_field("number of held-out synthetic screens in the eval split", default=256)
     jsonl_eval_fraction: float = doc_field("share of JSONL records (without a 'split' field) held out for eval", default=0.1)
+    bbox_outside: str = doc_field("JSONL record whose bbox is not inside its image (checked when the image is read): 'skip' (counted as bbox_outside_image), 'clip' (to the image, with a warning) or 'error' (stop, naming the line)", default="skip")
     n_widgets: list[int] = doc_field("curriculum: [min, max] targetable widgets per screen", default_factory=lambda: [1, 3])
     width_range: list[int] = doc_field("[min, max] original screen width in pixels", default_factory=lambda: [224, 448])
     platforms: list[str] = doc_field("platform looks to sample from", default_factory=lambda: list(PLATFORMS))
@@ -96,6 +97,8 @@ class Config(ScoringConfig):
             raise ValueError(f"eval_examples: must be >= 1, got {self.eval_examples}")
         if not 0.0 < self.jsonl_eval_fraction < 1.0:
             raise ValueError(f"jsonl_eval_fraction: must be in (0, 1), got {self.jsonl_eval_fraction}")
+        if self.bbox_outside not in ("skip", "clip", "error"):
+            raise ValueError(f"bbox_outside: must be 'skip', 'clip' or 'error', got {self.bbox_outside!r}")
         if not 0.5 <= self.widget_scale <= 4.0:
             raise ValueError(f"widget_scale: must be in [0.5, 4], got {self.widget_scale}")
         if not 0.0 <= self.appearance_prob <= 1.0:
