@@ -105,6 +105,18 @@ class StepResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+class SampleError(ValueError):
+    """`reset(seed)` cannot build this sample (unreadable image, box outside the image, ...).
+
+    run_episodes skips the sample and counts it under `reason` (a short snake_case name); the message
+    names the file and line / record. Any other OSError / ValueError is skipped too, counted under
+    its class name."""
+
+    def __init__(self, message: str, reason: str = "bad_sample"):
+        super().__init__(message)
+        self.reason = reason
+
+
 class Env(Protocol):
     """What the policy talks to. One instance per running episode.
 

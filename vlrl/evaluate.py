@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 from vlrl.config import Config, compose, validate
 from vlrl.models import load_model, load_processor
 from vlrl.rollout import make_engine, run_episodes
+from vlrl.skips import skipped_report
 
 DEFAULT_GENERATED_EXAMPLES = 1000
 
@@ -59,8 +60,7 @@ def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
             episodes.extend(batch)
             bar.update(job, advance=len(seeds))
     # Samples that never became an episode (unreadable input) are counted, never silently dropped.
-    unread = {"count": stats.get("skipped_samples", 0), "reasons": stats.get("skipped_reasons", {})}
-    report = task.report(episodes, cfg.task, skipped=unread)
+    report = task.report(episodes, cfg.task, skipped=skipped_report(stats))
     report["meta"] = {
         "task": cfg.task.name, "model": cfg.model.path, "split": cfg.eval.split, "examples": n,
         "greedy": cfg.eval.greedy, "seed": cfg.eval.seed, "wall_s": round(time.perf_counter() - t0, 2),

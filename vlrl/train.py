@@ -34,6 +34,7 @@ from vlrl.metrics import episode_metrics, peak_memory_mb, plot_curves, read_metr
 from vlrl.models import base_model, load_model
 from vlrl.rollout import make_engine, run_episodes
 from vlrl.forward import Row
+from vlrl.skips import SkipBudget, skip_metrics, skipped_report
 from vlrl.trainer import TrainRow, build_rows, global_sum, build_turn_rows, episode_advantages, gae_advantages, start_run, update
 
 
@@ -101,13 +102,14 @@ def pad_row(episodes) -> TrainRow | None:
 
 def evaluate_policy(engine, task, cfg: Config, n: int, batch_size: int) -> tuple[dict, list]:
     """Greedy episodes on the held-out split -> the task's report."""
-    episodes = []
+    episodes, stats = [], {}
     for start in range(0, n, batch_size):
         seeds = list(range(start, min(n, start + batch_size)))
         episodes.extend(
-            run_episodes(engine, lambda: task.make_env(cfg.task, "eval"), seeds, 1, cfg.rollout.max_turns, greedy=True)
+            run_episodes(engine, lambda: task.make_env(cfg.task, "eval"), seeds, 1, cfg.rollout.max_turns, greedy=True,
+                         stats=stats)
         )
-    return task.report(episodes, cfg.task), episodes
+    return task.report(episodes, cfg.task, skipped=skipped_report(stats)), episodes
 
 
 def run(cfg: Config, task) -> dict:
@@ -164,6 +166,7 @@ def run(cfg: Config, task) -> dict:
                         TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
                         disable=not (main and cfg.trainer.progress))
     final = cfg.trainer.steps
+    skips = SkipBudget(cfg.trainer.max_skip_fraction, cfg.trainer.skip_window)
     t_start = time.perf_counter()
     with progress:
         bar = progress.add_task("train", total=cfg.trainer.steps, completed=start, info="")
@@ -179,6 +182,10 @@ def run(cfg: Config, task) -> dict:
             with strategy.gathered(model):  # sharded: ragged rollouts cannot run sharded forwards
                 episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns,
                                         stats=rollout_stats)
+            # Every process takes the same decision from the global counts (none stops alone).
+            attempted, skipped = global_sum([len(seeds), rollout_stats.get("skipped_samples", 0)], accelerator.device)
+            skips.record(attempted, skipped, rollout_stats.get("skipped_reasons", {}))
+            skips.check(final=step + 1 == cfg.trainer.steps)
             task.score_episodes(episodes, cfg.task)  # batched post-rollout rewards (learned reward models)
             t_rollout = time.perf_counter() - t0
             if curriculum is not None:
@@ -210,7 +217,7 @@ def run(cfg: Config, task) -> dict:
             metrics = episode_metrics(episodes, cfg.algo.group_size, cfg.algo.reward_weights)
             n_tokens = sum(len(t.response_ids) for ep in episodes for t in ep.turns)
             metrics.update(stats)
-            metrics["skipped_samples"] = float(rollout_stats.get("skipped_samples", 0))
+            metrics.update(skip_metrics(rollout_stats))
             metrics.update({
                 "time/step": dt, "time/rollout": t_rollout, "time/update": dt - t_rollout,
                 "samples_per_s": len(episodes) * world / dt, "tokens_per_s": n_tokens * world / dt,

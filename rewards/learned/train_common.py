@@ -1,8 +1,9 @@
 """Shared training loop of the VLM reward models: AdamW, warm-up, resumable checkpoints, logs, run record.
 
 Checkpoints: ``OUT/checkpoints/step_XXXXXXX/`` (the model's `save` directory + ``trainer_state.pt``:
-optimizer, step, RNG, training wall time), written to a ``.tmp`` directory then renamed; `resume=auto`
-continues from the newest complete one. The batch of step `s` is a pure function of (seed, s), so a
+optimizer, step, RNG, training wall time + ``manifest.json``), written to a ``.tmp`` directory then
+renamed, and read back as vlrl/checkpoint.py reads the policy's (weights_only=True, checked against the
+manifest); `resume=auto` continues from the newest intact one. The batch of step `s` is a pure function of (seed, s), so a
 resumed run sees the same data as an uninterrupted one. ``OUT/run.json`` records every invocation's
 command, seed, wall time and steps; ``OUT/metrics.jsonl`` the periodic log lines.
 """
@@ -21,6 +22,8 @@ from typing import Callable
 
 import numpy as np
 import torch
+
+from vlrl import checkpoint
 
 STATE = "trainer_state.pt"
 
@@ -99,7 +102,8 @@ def save_checkpoint(out: str, step: int, model, optimizer, extra: dict, keep: in
     if tmp.exists():
         shutil.rmtree(tmp)
     model.save(tmp)
-    torch.save({"step": step, "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(), **extra}, tmp / STATE)
+    checkpoint.save_state(tmp, {"step": step, "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(), **extra})
+    checkpoint.write_manifest(tmp)  # last: verified on resume
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -122,7 +126,7 @@ def train(make_model: Callable, load_model: Callable, batch_fn: Callable, args: 
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
-    resume_from = None if args.resume == "none" else (latest(args.out) if args.resume == "auto" else Path(args.resume))
+    resume_from = checkpoint.find_resume(args.out, args.resume)
     torch.manual_seed(args.seed)
     model = load_model(resume_from) if resume_from else make_model()
     model.train()
@@ -131,7 +135,7 @@ def train(make_model: Callable, load_model: Callable, batch_fn: Callable, args: 
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     start, prev_wall = 0, 0.0
     if resume_from:
-        st = torch.load(resume_from / STATE, map_location="cpu", weights_only=False)
+        st = checkpoint.load_state(resume_from)
         opt.load_state_dict(st["optimizer"])
         torch.set_rng_state(st["torch_rng"])
         start, prev_wall = st["step"], st.get("train_wall_s", 0.0)

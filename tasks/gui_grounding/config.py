@@ -50,6 +50,7 @@ class Config(ScoringConfig):
     eval_data: str | None = opt(None, "eval source: None = held-out part of `data`; or 'synthetic' / a JSONL path")
     eval_examples: int = opt(256, "number of held-out synthetic screens in the eval split")
     jsonl_eval_fraction: float = opt(0.1, "share of JSONL records (without a 'split' field) held out for eval")
+    bbox_outside: str = opt("skip", "JSONL record whose bbox is not inside its image (checked when the image is read): 'skip' (counted as bbox_outside_image), 'clip' (to the image, with a warning) or 'error' (stop, naming the line)")
     n_widgets: list[int] = opt([1, 3], "curriculum: [min, max] targetable widgets per screen")
     width_range: list[int] = opt([224, 448], "[min, max] original screen width in pixels")
     platforms: list[str] = opt(list(PLATFORMS), "platform looks to sample from")
@@ -90,6 +91,8 @@ class Config(ScoringConfig):
             raise ValueError(f"eval_examples: must be >= 1, got {self.eval_examples}")
         if not 0.0 < self.jsonl_eval_fraction < 1.0:
             raise ValueError(f"jsonl_eval_fraction: must be in (0, 1), got {self.jsonl_eval_fraction}")
+        if self.bbox_outside not in ("skip", "clip", "error"):
+            raise ValueError(f"bbox_outside: must be 'skip', 'clip' or 'error', got {self.bbox_outside!r}")
         if not 0.5 <= self.widget_scale <= 4.0:
             raise ValueError(f"widget_scale: must be in [0.5, 4], got {self.widget_scale}")
         if not 0.0 <= self.appearance_prob <= 1.0:

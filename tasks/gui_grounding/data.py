@@ -9,6 +9,13 @@ JSONL format (one record per line; paths relative to the JSONL file's folder):
 (``platform``, ``element_type``, ...); ``split`` (optional) is "train" or "eval". When no record
 has a ``split``, a record is held out for eval when a hash of (image, instruction) falls in the
 first ``jsonl_eval_fraction`` of the hash range, so the split is stable under reordering.
+
+Checked when the file is read (an error naming file and line stops the run): JSON, keys, a bbox
+with x2 > x1 and y2 > y1, the image file exists. Checked when a record's image is read (the sample
+is skipped, warned with file and line, and counted by reason in the run's metrics or the report's
+``skipped``; training stops past ``trainer.max_skip_fraction``): the image decodes (empty, corrupt
+and truncated files alike: ``unreadable_image``), and the bbox lies inside it (``bbox_outside``
+chooses: skip as ``bbox_outside_image``, clip with a warning, or error).
 """
 
 from __future__ import annotations
@@ -19,7 +26,11 @@ import math
 import os
 from typing import Iterable
 
+import warnings
+
 from PIL import Image
+
+from vlrl.episode import SampleError
 
 from .config import generator_kwargs
 from .example import Example
@@ -55,6 +66,41 @@ def _check_bbox(bbox, where: str) -> list[float]:
     if bbox[2] <= bbox[0] or bbox[3] <= bbox[1]:
         raise ValueError(f"{where}: 'bbox' needs x2 > x1 and y2 > y1, got {bbox!r}")
     return [float(v) for v in bbox]
+
+
+BBOX_POLICIES = ("skip", "clip", "error")
+
+
+class RecordError(RuntimeError):
+    """A record that stops the run (not skipped): a box outside its image with bbox_outside=error."""
+
+
+def read_image(path: str, where: str) -> Image.Image:
+    """The RGB image at `path`; any failure to decode it (empty, corrupt, truncated, missing) is a
+    SampleError(reason="unreadable_image") naming `where` (file:line or file#record) and the file."""
+    try:
+        with Image.open(path) as im:
+            return im.convert("RGB")
+    except Exception as e:  # noqa: BLE001  PIL raises OSError, SyntaxError, DecompressionBombError, ...
+        raise SampleError(f"{where}: cannot read image {path}: {type(e).__name__}: {e}", reason="unreadable_image") from None
+
+
+def box_in_image(bbox: list[float], size: tuple[int, int], where: str, policy: str = "skip") -> list[float]:
+    """`bbox` [x1, y1, x2, y2] checked against the image size (W, H): returned as is when inside;
+    otherwise per `policy`: skip (SampleError "bbox_outside_image"), clip (to the image, with a
+    warning; skipped when nothing is left) or error (RecordError)."""
+    w, h = size
+    x1, y1, x2, y2 = bbox
+    if x1 >= 0 and y1 >= 0 and x2 <= w and y2 <= h:
+        return list(bbox)
+    msg = f"{where}: bbox {list(bbox)} is not inside the {w}x{h} image"
+    if policy == "error":
+        raise RecordError(msg + " (task.bbox_outside=error; skip or clip instead to go on)")
+    clipped = [max(0.0, x1), max(0.0, y1), min(float(w), x2), min(float(h), y2)]
+    if policy == "skip" or clipped[2] <= clipped[0] or clipped[3] <= clipped[1]:
+        raise SampleError(msg, reason="bbox_outside_image")
+    warnings.warn(f"{msg}: clipped to {clipped} (task.bbox_outside=clip)", stacklevel=2)
+    return clipped
 
 
 def read_jsonl(path: str, check_images: bool = True) -> list[dict]:
@@ -139,33 +185,45 @@ class SyntheticSource:
 
 class JsonlSource:
     """Records of a JSONL file in one split (all of them when `split` is None); example `i` is
-    record ``i % len``."""
+    record ``i % len``. An unreadable image or a box outside it: see the module docstring."""
 
-    def __init__(self, path: str, split: str | None, fraction: float = 0.1):
+    def __init__(self, path: str, split: str | None, fraction: float = 0.1, bbox_outside: str = "skip"):
         path = os.path.abspath(path)
         self.records = tuple(read_jsonl(path)) if split is None else _jsonl_split(path, split, float(fraction))
         self.size = len(self.records)
+        self.bbox_outside = bbox_outside
 
     def __len__(self) -> int:
         return self.size
 
     def get(self, index: int) -> Example:
         rec = self.records[index % self.size]
-        try:
-            with Image.open(rec["image"]) as im:
-                image = im.convert("RGB")
-        except OSError as e:
-            raise ValueError(f"{rec['where']}: cannot read image {rec['image']}: {e}") from None
-        return Example(image, rec["instruction"], list(rec["bbox"]), {**rec["metadata"], "index": int(index)})
+        image = read_image(rec["image"], rec["where"])
+        bbox = box_in_image(rec["bbox"], image.size, rec["where"], self.bbox_outside)
+        return Example(image, rec["instruction"], bbox, {**rec["metadata"], "index": int(index)})
 
     def relative_areas(self, n: int) -> list[float]:
+        """Target relative areas of up to `n` records spread over the file (image headers only). Records
+        that will be skipped (unreadable image, box outside it) are left out; none left is an error."""
         step = max(1, self.size // n)
-        out = []
+        out, first_problem = [], None
         for rec in self.records[::step][:n]:
-            with Image.open(rec["image"]) as im:  # reads the header only
-                w, h = im.size
-            x1, y1, x2, y2 = rec["bbox"]
-            out.append((x2 - x1) * (y2 - y1) / (w * h))
+            try:
+                try:
+                    with Image.open(rec["image"]) as im:  # reads the header only
+                        size = im.size
+                except Exception as e:  # noqa: BLE001  (as read_image: any failure is an unreadable image)
+                    raise SampleError(f"{rec['where']}: cannot read image {rec['image']}: {type(e).__name__}: {e}") from None
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # clipping is warned when the example is drawn
+                    x1, y1, x2, y2 = box_in_image(rec["bbox"], size, rec["where"], self.bbox_outside)
+            except SampleError as e:
+                first_problem = first_problem or str(e)
+                continue
+            out.append((x2 - x1) * (y2 - y1) / (size[0] * size[1]))
+        if not out:
+            raise ValueError(f"no usable record among the {len(self.records[::step][:n])} sampled for the area weighting "
+                             f"(first: {first_problem}); fix the data or set task.difficulty=off")
         return out
 
 
@@ -181,5 +239,5 @@ def make_source(cfg, split: str):
 
         return BlocksSource(cfg, split)
     if split == "eval" and cfg.eval_data is not None:
-        return JsonlSource(spec, None)  # a separate eval file is used whole
-    return JsonlSource(spec, split, cfg.jsonl_eval_fraction)
+        return JsonlSource(spec, None, bbox_outside=cfg.bbox_outside)  # a separate eval file is used whole
+    return JsonlSource(spec, split, cfg.jsonl_eval_fraction, cfg.bbox_outside)

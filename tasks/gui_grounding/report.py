@@ -86,6 +86,10 @@ def to_markdown(rep: dict, title: str = "Grounding evaluation") -> str:
     lines.append(f"| parse failures | {100 * rep['parse_failure_rate']:.1f}% |")
     lines.append(f"| mean pred/GT area | {rep['mean_area_ratio']:.2f} |")
     lines.append(f"| boxes > big-box threshold | {100 * rep['big_box_rate']:.1f}% |")
+    skipped = rep.get("skipped") or {}
+    if skipped.get("count"):  # records that could not be evaluated (vlrl/evaluate.py): not in n
+        reasons = ", ".join(f"{r}: {c}" for r, c in skipped["reasons"].items())
+        lines.append(f"| skipped records (not in n) | {skipped['count']} ({reasons}) |")
     for dim, cells in rep.get("breakdown", {}).items():
         lines += ["", f"### by {dim}", "", f"| {dim} | accuracy | ± s.e. | n |", "|---|---|---|---|"]
         for cell, s in cells.items():

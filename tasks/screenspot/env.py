@@ -10,12 +10,10 @@ from __future__ import annotations
 import functools
 import os
 
-from PIL import Image
-
 from tasks.gui_grounding.env import grounding_observation, grounding_step
 from vlrl.episode import Observation, StepResult
 
-from .readers import DatasetError, Record, detect_layout, read_records
+from .readers import Record, detect_layout, read_record_image, read_records
 
 
 @functools.lru_cache(maxsize=8)
@@ -53,13 +51,7 @@ class ScreenSpotEnv:
         if not 0 <= i < len(self.records):
             raise IndexError(f"record index {i} out of range: the dataset has {len(self.records)} records")
         rec = self.records[i]
-        try:
-            with Image.open(rec.image_path) as im:
-                image = im.convert("RGB")
-        except OSError as e:
-            raise DatasetError(f"{rec.source}: cannot read image {rec.image_path}: {e}") from None
-        if rec.img_size is not None and tuple(image.size) != tuple(rec.img_size):
-            raise DatasetError(f"{rec.source}: img_size {list(rec.img_size)} != actual image size {list(image.size)}")
+        image = read_record_image(rec)
         extra = {"tags": dict(rec.tags), "layout": self.layout, "source": rec.source, "id": rec.id,
                  "image_path": rec.image_path, "index": i}  # fmt: skip
         obs = grounding_observation(image, rec.instruction, rec.bbox, self.cfg, extra)

@@ -9,7 +9,9 @@
   "group", "id"}``.
 
 All boxes are returned as ``[x1, y1, x2, y2]`` in original pixels. Errors name the file and the
-record index.
+record index. A bad annotation stops the run when the files are read; an image that does not decode
+(or whose size differs from ``img_size``) is found when its record is evaluated, by the same rule
+as the GUI grounding JSONL: skipped, warned and counted in the report's ``skipped``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from PIL import Image
+
+from tasks.gui_grounding.data import read_image
+from vlrl.episode import SampleError
+
 V1_FILES = {p: f"screenspot_{p}.json" for p in ("mobile", "desktop", "web")}
 V2_FILES = {p: f"screenspot_{p}_v2.json" for p in ("mobile", "desktop", "web")}
 LAYOUTS = {
@@ -29,8 +36,11 @@ LAYOUTS = {
 }
 
 
-class DatasetError(ValueError):
+class DatasetError(SampleError):
     """A bad record or file in an evaluation dataset (message names file and record index)."""
+
+    def __init__(self, message: str, reason: str = "bad_record"):
+        super().__init__(message, reason)
 
 
 @dataclass
@@ -42,6 +52,16 @@ class Record:
     source: str = ""  # "file#index"
     img_size: tuple[int, int] | None = None
     id: str | None = None
+
+
+def read_record_image(rec: Record) -> Image.Image:
+    """The record's image (RGB): SampleError "unreadable_image" when it does not decode, DatasetError
+    "image_size_mismatch" when it is not the annotated `img_size` (both name the record)."""
+    image = read_image(rec.image_path, rec.source)
+    if rec.img_size is not None and tuple(image.size) != tuple(rec.img_size):
+        raise DatasetError(f"{rec.source}: img_size {list(rec.img_size)} != actual image size {list(image.size)}",
+                           reason="image_size_mismatch")
+    return image
 
 
 def detect_layout(data_dir: str) -> str:

@@ -133,7 +133,7 @@ def _check_full_weights(ckpt, tmp_path) -> dict:
     from vlrl.config import ModelConfig
     from vlrl.models import load_model
 
-    state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+    state = torch.load(ckpt / "trainer_state.pt", weights_only=True)
     assert state["optimizer_format"] == "full" and state["step"] == int(ckpt.name.split("_")[-1])
     load_model(ModelConfig(path=os.path.join(ROOT, "assets", "tiny-qwen2.5-vl"))).save_pretrained(tmp_path / "plain")
     saved, plain = load_file(str(ckpt / "model.safetensors")), load_file(str(tmp_path / "plain" / "model.safetensors"))
@@ -168,7 +168,7 @@ def test_zero3_training_run_saves_full_weights_and_resumes_exactly(tmp_path):
     assert "resuming from" in proc.stdout
 
     ckpt = resumed / "checkpoints" / "step_0000002"
-    assert torch.load(ckpt / "trainer_state.pt", weights_only=False)["optimizer"]["state"], "Adam moments must be saved"
+    assert torch.load(ckpt / "trainer_state.pt", weights_only=True)["optimizer"]["state"], "Adam moments must be saved"
     saved = _check_full_weights(ckpt, tmp_path)
     # Resuming restores weights, Adam moments and step counts, scheduler and RNG: step 2 is the same as without
     # the stop.

@@ -112,7 +112,7 @@ def test_ppo_end_to_end_warmup_and_resume(tmp_path):
     w2 = load_file(os.path.join(a, "checkpoints", "step_0000002", "model.safetensors"))
     assert all(torch.equal(w0[k], w1[k]) for k in w0)
     assert any(not torch.equal(w1[k], w2[k]) for k in w1)
-    s1 = torch.load(os.path.join(a, "checkpoints", "step_0000001", "trainer_state.pt"), weights_only=False)
+    s1 = torch.load(os.path.join(a, "checkpoints", "step_0000001", "trainer_state.pt"), weights_only=True)
     assert s1["critic"]["head.weight"].abs().sum() > 0
     # Resume (critic, its optimizer and the policy) equals the uninterrupted run.
     run(*_cfg(*common, "trainer.steps=2", f"trainer.output_dir={b}"))
@@ -121,8 +121,8 @@ def test_ppo_end_to_end_warmup_and_resume(tmp_path):
     for ra, rb in zip(m, mb):
         for key in ("reward/mean", "loss", "value_loss", "grad_norm"):
             assert ra[key] == pytest.approx(rb[key], rel=1e-6, abs=1e-9), (ra["step"], key)
-    s3a = torch.load(os.path.join(a, "checkpoints", "step_0000003", "trainer_state.pt"), weights_only=False)
-    s3b = torch.load(os.path.join(b, "checkpoints", "step_0000003", "trainer_state.pt"), weights_only=False)
+    s3a = torch.load(os.path.join(a, "checkpoints", "step_0000003", "trainer_state.pt"), weights_only=True)
+    s3b = torch.load(os.path.join(b, "checkpoints", "step_0000003", "trainer_state.pt"), weights_only=True)
     assert torch.equal(s3a["critic"]["head.weight"], s3b["critic"]["head.weight"])
 
 
@@ -187,7 +187,7 @@ def test_grpo_with_curriculum_and_filtering_runs(tmp_path):
               f"trainer.output_dir={out}"))
     m = _metrics(out)
     assert all(0.0 <= r["groups/kept_frac"] <= 1.0 for r in m)
-    state = torch.load(os.path.join(out, "checkpoints", "step_0000002", "trainer_state.pt"), weights_only=False)
+    state = torch.load(os.path.join(out, "checkpoints", "step_0000002", "trainer_state.pt"), weights_only=True)
     assert sum(len(v) for v in state["curriculum"].values()) == 2 * 2 * 2  # steps x prompts x G outcomes
 
 

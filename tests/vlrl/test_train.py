@@ -69,6 +69,17 @@ def test_interrupted_save_is_not_resumed(tmp_path):
         ("rollout.temperature=0", "rollout.temperature"),
         ("task.size=3", "task.size"),
         ("+trainer.not_a_field=1", "trainer.not_a_field"),
+        ("trainer.save_every=-1", "trainer.save_every"),
+        ("trainer.keep_checkpoints=-1", "trainer.keep_checkpoints"),
+        ("trainer.log_every=0", "trainer.log_every"),
+        ("trainer.samples_every=-1", "trainer.samples_every"),
+        ("trainer.eval_every=-1", "trainer.eval_every"),
+        ("trainer.eval_examples=-1", "trainer.eval_examples"),
+        ("trainer.warmup_steps=-1", "trainer.warmup_steps"),
+        ("trainer.threads=-1", "trainer.threads"),
+        ("trainer.seed=-1", "trainer.seed"),
+        ("trainer.max_skip_fraction=1.5", "trainer.max_skip_fraction"),
+        ("trainer.skip_window=0", "trainer.skip_window"),
     ],
 )
 def test_bad_config_names_the_field(override, field):

@@ -13,6 +13,7 @@ from typing import Callable
 
 from vlrl.episode import Env, Episode, Turn
 from vlrl.rollout.sample import Sample  # noqa: F401  (engines return it; re-exported)
+from vlrl.skips import count_skip
 
 
 def make_engine(cfg, model, processor):
@@ -42,7 +43,9 @@ def run_episodes(
     in one batched call over all live episodes.
 
     A seed whose reset fails with OSError / ValueError (a corrupt or missing image, a bad record)
-    is skipped with a warning and counted in `stats["skipped_samples"]`; the run goes on.
+    is skipped with a warning and counted in `stats`: `skipped_samples` (total) and
+    `skipped_reasons` ({reason: count}; the error's `reason` (vlrl.episode.SampleError), else its
+    class name). The caller decides what is too many (training: vlrl/skips.py; evaluation reports it).
     """
     episodes: list[Episode] = []
     envs: list[Env] = []
@@ -52,9 +55,10 @@ def run_episodes(
         try:
             obs = env.reset(seed)
         except (OSError, ValueError) as e:
-            warnings.warn(f"skipping sample {seed}: {type(e).__name__}: {e}", stacklevel=2)
+            reason = getattr(e, "reason", None) or type(e).__name__
+            warnings.warn(f"skipping sample {seed} ({reason}): {type(e).__name__}: {e}", stacklevel=2)
             if stats is not None:
-                stats["skipped_samples"] = stats.get("skipped_samples", 0) + 1
+                count_skip(stats, reason)
             continue
         gid = len(first_obs)
         first_obs.append(obs)

@@ -114,3 +114,51 @@ def test_train_and_eval_kind_filters(synth_file, tmp_path, tiny_model_path):
     assert only["data"]["train_episodes"] == 2 * full["data"]["train_episodes"] // 3
     with pytest.raises(SystemExit, match="--eval-kinds policy: no episodes"):
         main(common + ["--out", str(tmp_path / "none"), "--eval-kinds", "policy"])
+
+
+class _Planted:
+    """Pickles as a call to os.mkdir(marker): loading it with pickle creates the directory."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        import os
+
+        return (os.mkdir, (self.marker,))
+
+
+def test_reward_checkpoints_are_data_and_damaged_ones_are_skipped(synth_file, tmp_path, tiny_model_path):
+    """The reward trainers share vlrl/checkpoint.py's rules: weights_only loads, a manifest checked on resume."""
+    import hashlib
+
+    import torch
+
+    from rewards.train_progress import main
+
+    out = tmp_path / "run"
+    common = ["--data", synth_file, "--out", str(out), "--model", tiny_model_path, "--batch", "4", "--log-every", "1",
+              "--save-every", "1", "--eval-pairs", "8", "--held-out-frac", "0.25", "--keep", "3"]
+    main(common + ["--steps", "2"])
+    step1, step2 = out / "checkpoints" / "step_0000001", out / "checkpoints" / "step_0000002"
+    # A damaged latest checkpoint is skipped: the run resumes from step 1.
+    data = (step2 / "trainer_state.pt").read_bytes()
+    (step2 / "trainer_state.pt").write_bytes(data[: len(data) // 2])
+    with pytest.warns(UserWarning, match=r"skipping damaged checkpoint .*step_0000002.*trainer_state\.pt"):
+        main(common + ["--steps", "3"])
+    assert json.loads((out / "run.json").read_text())[-1]["resumed_from"].endswith("step_0000001")
+    # A planted object never runs, even with the manifest rewritten to match.
+    state_file = step1 / "trainer_state.pt"
+    state = torch.load(state_file, weights_only=True)
+    marker = tmp_path / "code_ran"
+    state["optimizer"]["note"] = _Planted(marker)
+    torch.save(state, state_file)
+    manifest = step1 / "manifest.json"
+    if manifest.exists():
+        man = json.loads(manifest.read_text())
+        blob = state_file.read_bytes()
+        man["files"]["trainer_state.pt"] = {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
+        manifest.write_text(json.dumps(man))
+    with pytest.raises(ValueError, match=r"step_0000001/trainer_state\.pt: cannot be loaded as tensors"):
+        main(common + ["--steps", "4", "--resume", str(step1)])
+    assert not marker.exists()
