@@ -24,7 +24,7 @@ def test_corrupt_image_is_reported_as_skipped(ss_v1, tiny_model_path):
     assert rep["skipped"] == {"count": 1, "reasons": {"unreadable_image": 1}}
     from tasks.screenspot import markdown
 
-    assert "| skipped records (not in n) | 1 (unreadable_image: 1) |" in markdown(rep)
+    assert "| skipped records (not in n) | 1 (unreadable_image: 1) |" in markdown(rep, None)
 
 
 def test_image_size_mismatch_is_reported_with_its_reason(ss_pro, tiny_model_path):
