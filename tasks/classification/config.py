@@ -67,7 +67,7 @@ class Config:
                    "protocol=cross_dataset needs the evaluation dataset: set eval_data_dir and/or eval_source")
             _check(self.eval_source is None or self.eval_source in SOURCES, "eval_source",
                    f"{self.eval_source!r} is not one of {list(SOURCES)}")
-            _check_source(self.eval_source or ("auto" if self.eval_data_dir else self.source), self.eval_data_dir,
+            _check_source(self.eval_source or "auto", self.eval_data_dir,
                           self.eval_image_dir, self.eval_split_file, "eval_")
         else:
             for f in ("eval_source", "eval_data_dir", "eval_image_dir", "eval_split_file"):
