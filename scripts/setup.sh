@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
-EXTRAS="${VLRL_EXTRAS:-dev,lora,video,clip,sim,libero,bridge,logging}"
+EXTRAS="${VLRL_EXTRAS:-dev,lora,video,clip,sim,libero,bridge,logging,classification}"
 # torch and torchvision are pinned together in ONE pip call: a bare `torch` pulls a multi-GB CUDA
 # build, and installing torchvision later can upgrade torch (shared/ENVIRONMENT.md).
 TORCH_PINS=("torch==2.14.1" "torchvision==0.29.1")
