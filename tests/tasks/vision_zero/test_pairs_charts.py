@@ -5,8 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from tasks.vision_zero.pairs import box_mask, diff_mask
-from tasks.vision_zero.pairs.charts import CHART_KINDS, chart_pair, render_chart
+pytest.importorskip("matplotlib")  # present through the libero extra; not declared by vlrl yet (see README)
+
+from tasks.vision_zero.pairs import box_mask, diff_mask  # noqa: E402
+from tasks.vision_zero.pairs.charts import CHART_KINDS, chart_pair, render_chart  # noqa: E402
 
 
 def _check_locality(pair):

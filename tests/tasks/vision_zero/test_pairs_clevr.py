@@ -97,3 +97,14 @@ def test_mujoco_imported_before_the_gl_choice_is_named():
     proc = subprocess.run([sys.executable, "-c", code], cwd=root, env=dict(env, PYTHONPATH=root),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "imported with MUJOCO_GL=''" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_dilate_golden():
+    m = np.zeros((6, 7), bool)
+    m[0, 6] = True
+    m[4, 2] = True
+    out = dilate(m, 1)
+    expected = np.zeros((6, 7), bool)
+    expected[0:2, 5:7] = True  # clipped at the corner
+    expected[3:6, 1:4] = True
+    assert np.array_equal(out, expected)
