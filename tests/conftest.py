@@ -11,6 +11,16 @@ import torchvision  # noqa: E402,F401  (before any MuJoCo EGL context: importing
 
 torch.set_num_threads(1)
 
+# One offscreen GL backend for the whole session, chosen before any test imports MuJoCo: MuJoCo fixes its
+# context class at first use, so a test that renders without robots.gl (vision_zero's CLEVR pairs) must
+# find the same backend as the robot tests. Machines without a GL library fail in the sim tests, named.
+try:
+    from robots.gl import configure_gl
+
+    configure_gl()
+except RuntimeError:
+    pass
+
 TINY_MODEL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "tiny-qwen2.5-vl")
 
 
