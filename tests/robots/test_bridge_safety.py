@@ -25,7 +25,7 @@ from fake_envs import FakeArmEnv  # noqa: E402
 
 from robots.bridge.adapters import SimAdapter
 from robots.bridge.client import BridgeClient, BridgeError
-from robots.bridge.protocol import decode, encode
+from robots.bridge.protocol import decode
 from robots.bridge.runner import ServerThread
 from robots.bridge.server import BridgeConfig, BridgeServer
 
