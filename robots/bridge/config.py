@@ -29,7 +29,11 @@ class BridgeConfig:
     control_hz: float = 20.0
     """Control loop rate."""
     watchdog_s: float = 0.2
-    """Halt when no valid command arrives for this long."""
+    """Halt when the policy client sends no valid command for this long after the reply to its last one."""
+    command_deadline_s: float = 1.0
+    """The robot side's own limit: a command not answered this long after acceptance halts the robot (one not yet
+    started is refused as stale, never applied late). Separate from watchdog_s: executing a command is not client
+    silence. Raise it for a slow simulator (cameras on a loaded CPU)."""
     auth_timeout_s: float = 2.0
     """Time a new connection has to authenticate."""
     max_bad_messages: int = 1000
@@ -44,3 +48,8 @@ class BridgeConfig:
     """Include camera frames in observations sent to clients."""
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     """Limits enforced on every command."""
+
+    def __post_init__(self) -> None:
+        for name in ("control_hz", "watchdog_s", "command_deadline_s", "auth_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"invalid config value for '{name}': must be > 0")

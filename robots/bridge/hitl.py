@@ -56,6 +56,11 @@ class RemoteTeleop:
             a, self._latest = self._latest, None
         return a
 
+    def clear(self) -> None:
+        """Forget an action not used yet (a takeover starts, or ends, from a hold)."""
+        with self._lock:
+            self._latest = None
+
 
 class KeyboardTeleop:
     """Keyboard teleop: feed key presses (from a terminal reader, pynput, a GUI) into press()."""

@@ -17,6 +17,14 @@ VERSION = 1
 # Decoder limits: a fuzzed or hostile frame cannot make the server allocate much.
 MAX_FRAME_BYTES = 1 << 20
 _UNPACK_LIMITS = dict(max_bin_len=MAX_FRAME_BYTES, max_str_len=1 << 16, max_array_len=1 << 12, max_map_len=64, max_ext_len=0)
+# Nesting and element count of a decoded message: msgpack decodes deep nesting happily, and the recursive array
+# conversion below would then raise RecursionError (600 nested lists fit in 620 bytes). Every message of the
+# protocol nests at most 4 deep (obs -> images -> camera -> encoded array).
+MAX_DEPTH = 16
+MAX_NODES = 1 << 16
+# Before authentication only `hello` is accepted (a flat map of a few short strings); any well-formed client
+# message fits these bounds, so one sent before `hello` is reported as what it is, an auth failure.
+HELLO_MAX_BYTES, HELLO_MAX_DEPTH = 4096, 4
 ARRAY_DTYPES = {"uint8", "float32", "float64", "int32", "int64"}
 CLIENT_TYPES = {
     "hello", "act", "reset", "observe", "estop", "status", "bye",
@@ -76,16 +84,32 @@ def _to_arrays(obj: Any) -> Any:
     return obj
 
 
-def decode(frame: Any, *, arrays: bool = True) -> dict:
-    """Parse one frame into a message dict; raises ProtocolError on anything malformed."""
+def check_size(obj: Any, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> None:
+    """Raise ProtocolError when `obj` (decoded msgpack) nests deeper than `max_depth` maps/lists or holds more
+    than `max_nodes` values in all. Iterative, so no input can exhaust the interpreter's stack."""
+    stack, nodes = [(obj, 0)], 0
+    while stack:
+        o, depth = stack.pop()
+        nodes += 1
+        if nodes > max_nodes:
+            raise ProtocolError("too_large", f"more than {max_nodes} values")
+        if isinstance(o, (dict, list)):
+            if depth >= max_depth:
+                raise ProtocolError("too_deep", f"nested deeper than {max_depth}")
+            stack.extend((v, depth + 1) for v in (o.values() if isinstance(o, dict) else o))
+
+
+def decode(frame: Any, *, arrays: bool = True, max_bytes: int = MAX_FRAME_BYTES, max_depth: int = MAX_DEPTH) -> dict:
+    """Parse one frame into a message dict; raises ProtocolError on anything malformed, too large or too deep."""
     if not isinstance(frame, (bytes, bytearray)):
         raise ProtocolError("bad_frame", "text frames are not accepted; send binary msgpack")
-    if len(frame) > MAX_FRAME_BYTES:
+    if len(frame) > max_bytes:
         raise ProtocolError("bad_frame", "frame too large")
     try:
         msg = msgpack.unpackb(bytes(frame), raw=False, strict_map_key=True, **_UNPACK_LIMITS)
     except Exception as e:  # noqa: BLE001  (msgpack raises many types on garbage)
         raise ProtocolError("bad_msgpack", type(e).__name__) from None
+    check_size(msg, max_depth)
     if not isinstance(msg, dict):
         raise ProtocolError("bad_message", "message must be a map")
     if msg.get("v") != VERSION:

@@ -2,9 +2,11 @@
 
 Control model: a fixed-rate control loop. A policy client sends "act" commands; each valid command is
 applied once at the next tick (through the safety filter) and answered with an "obs" message. Ticks
-without a new command hold the robot. No valid command for `watchdog_s` -> halted (hold + notice).
-An "estop" from any authenticated client takes effect at the next tick; only an operator clears it, and
-a reset must follow. Operators can pause, take over (teleop), mark success/failure and label episodes.
+without a new command hold the robot. Watchdog (watchdog.py): no valid command for `watchdog_s` after the
+reply to the last one, or a command unanswered `command_deadline_s` after acceptance -> halted (hold + notice).
+An "estop" from any authenticated client refuses every motion-causing command (act, reset, teleop) from the
+moment it is acknowledged; the adapter's estop runs at the next tick; only an operator clears it, and a reset
+must follow. Operators can pause, take over (teleop), mark success/failure and label episodes.
 """
 
 from __future__ import annotations
@@ -20,20 +22,19 @@ import numpy as np
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
-from robots.bridge.auth import load_token, server_ssl_context, token_matches
+from robots.bridge.auth import load_token, server_ssl_context
 from robots.bridge.config import BridgeConfig
+from robots.bridge.handler import CLOSE_ABUSE, CLOSE_AUTH, CLOSE_BUSY, ClientHandler  # noqa: F401  (re-exported)
 from robots.bridge.hitl import RemoteTeleop, Teleop
-from robots.bridge.protocol import MAX_FRAME_BYTES, OPERATOR_TYPES, ProtocolError, decode, encode, validate_action, validate_client_message
+from robots.bridge.protocol import MAX_FRAME_BYTES, encode
 from robots.bridge.safety import SafetyFilter
+from robots.bridge.watchdog import Watchdog
 from robots.recorder import Episode, HDF5Recorder
 
 log = logging.getLogger(__name__)
-CLOSE_AUTH = 4401  # application close codes (4000-4999)
-CLOSE_BUSY = 4409
-CLOSE_ABUSE = 4400
 
 
-class BridgeServer:
+class BridgeServer(ClientHandler):
     """Serve one robot adapter. Use `await start()` / `await stop()`, or ServerThread from tests."""
 
     def __init__(self, adapter, cfg: BridgeConfig | None = None, token: str | None = None,
@@ -54,8 +55,10 @@ class BridgeServer:
         self.rejections: list[tuple[str, str]] = []
         self.bad_messages = 0
         self._cmd = None  # (action, seq, t) of the newest unapplied policy command
-        self._last_valid_t: float | None = None
+        self.watchdog = Watchdog(self.cfg.watchdog_s, self.cfg.command_deadline_s)
+        self._wd_wake: asyncio.Event | None = None  # wakes the watchdog task when its due time may have moved
         self.halted = self.paused = self.takeover = self.estopped = self.needs_reset = False
+        self.stopping = False  # stop() has begun: nothing moves any more
         self._estop_req_t: float | None = None
         self.estop_latency_s: float | None = None
         self.watchdog_latency_s: float | None = None
@@ -88,15 +91,20 @@ class BridgeServer:
         return self.port
 
     async def stop(self) -> None:
+        """Hold the robot and keep the episode in progress (reason `shutdown`, written to record_path), then close."""
+        self.stopping = True  # from here every motion-causing command is refused
         for task in (self._loop_task, self._watchdog_task):
             if task:
                 task.cancel()
+        async with self._lock:  # before the connections close, so the episode ends as a shutdown, not a disconnect
+            await self._drop_cmd("shutdown")
+            await self._run(self.adapter.hold)
+            if self.episode.steps:
+                self.episode.event("shutdown")
+            self._end_episode("shutdown")
         if self._server:
             self._server.close()
             await self._server.wait_closed()
-        async with self._lock:
-            await self._run(self.adapter.hold)
-            self._end_episode("shutdown")
         await self._run(self.adapter.close)
         self._exec.shutdown(wait=True)
         self._io.shutdown(wait=True)
@@ -118,7 +126,7 @@ class BridgeServer:
 
     def _end_episode(self, reason: str, success: bool | None = None) -> None:
         ep = self.episode.end(reason, success)
-        if ep.steps or ep.events:
+        if ep.steps:  # an episode without steps holds no data (events of a 0-step episode are dropped with it)
             self.episodes.append(ep)
             if self._recorder is not None:
                 self._writes = [f for f in self._writes if not f.done()] + [self._io.submit(self._write, ep)]
@@ -142,36 +150,60 @@ class BridgeServer:
                 next_t, delay = time.monotonic(), 0.0
             await asyncio.sleep(delay)
 
+    def _watchdog_quiet(self) -> bool:
+        """Nothing to watch: halted already, or the policy cannot command (pause, takeover, e-stop, reset due)."""
+        return self.halted or self.paused or self.takeover or self._estop_active() or self.needs_reset
+
     async def _check_watchdog(self, now: float) -> None:
-        if (not self.halted and not self.paused and not self.takeover and self._last_valid_t is not None
-                and now - self._last_valid_t > self.cfg.watchdog_s):
-            self.halted = True
-            self.watchdog_latency_s = now - self._last_valid_t
-            self.episode.event("watchdog", silence_s=self.watchdog_latency_s)
-            await self._notify("halted", silence_s=self.watchdog_latency_s)
+        trip = None if self._watchdog_quiet() else self.watchdog.check(now)
+        if trip is None:
+            return
+        kind, seconds = trip
+        self.halted = True  # ticks hold until a valid command arrives
+        if kind == "watchdog":
+            self.watchdog_latency_s = seconds
+            self.episode.event("watchdog", silence_s=seconds)
+            await self._notify("halted", reason="watchdog", silence_s=seconds)
+        else:  # the robot side is late: a command not started yet is never applied late
+            self.episode.event("deadline", exec_s=seconds)
+            await self._notify("halted", reason="deadline", exec_s=seconds)
+            await self._drop_cmd("stale")
+
+    def _watchdog_changed(self) -> None:
+        if self._wd_wake is not None:
+            self._wd_wake.set()
 
     async def _watchdog_loop(self) -> None:
         """Trip the watchdog on time even while a control tick is busy in the robot thread."""
+        self._wd_wake = asyncio.Event()
         while True:
-            last = self._last_valid_t
-            wake = (last + self.cfg.watchdog_s + 1e-3) if last is not None and not self.halted else None
-            await asyncio.sleep(max(wake - time.monotonic(), 0.0) if wake else self.cfg.watchdog_s / 4)
+            due = None if self._watchdog_quiet() else self.watchdog.due()  # woken when that changes
+            timeout = None if due is None else max(due - time.monotonic(), 0.0) + 1e-3
+            try:
+                await asyncio.wait_for(self._wd_wake.wait(), timeout)
+            except (TimeoutError, asyncio.TimeoutError):
+                pass
+            self._wd_wake.clear()
             await self._check_watchdog(time.monotonic())
+
+    async def _apply_estop(self) -> None:
+        """Run the adapter's e-stop for the acknowledged request and end the episode (caller holds the lock)."""
+        await self._run(self.adapter.estop)
+        self.estopped, self.needs_reset = True, True
+        self.estop_latency_s = time.monotonic() - self._estop_req_t
+        await self._drop_cmd("estopped")
+        self.watchdog.disarm()  # nothing moves until a reset, which re-arms it
+        self.episode.event("estop", latency_s=self.estop_latency_s)
+        self._end_episode("estop", success=False)
+        await self._notify("estopped", latency_s=self.estop_latency_s)
 
     async def _tick(self, now: float) -> None:
         if self._estop_req_t is not None and not self.estopped:
-            await self._run(self.adapter.estop)
-            self.estopped, self.needs_reset = True, True
-            self.estop_latency_s = time.monotonic() - self._estop_req_t
-            await self._drop_cmd("estopped")
-            self.episode.event("estop", latency_s=self.estop_latency_s)
-            self._end_episode("estop", success=False)
-            await self._notify("estopped", latency_s=self.estop_latency_s)
-            return
+            return await self._apply_estop()
         if self.estopped:
             return
         action, source, seq = None, None, None
-        if self.paused:
+        if self.paused or self.needs_reset:  # after an e-stop or a failed reset nothing moves until a reset
             pass
         elif self.takeover:
             action = self.teleop.action(self.adapter.observe())
@@ -180,9 +212,10 @@ class BridgeServer:
             action, seq, t_cmd = self._cmd
             self._cmd = None
             source = "policy"
-            if now - t_cmd > self.cfg.watchdog_s:  # stale (the loop fell behind): never apply late
+            if now - t_cmd > self.cfg.command_deadline_s:  # stale (the loop fell behind): never apply late
                 action = None
                 await self._send(self._policy_ws, "refused", reason="stale", seq=seq)
+                self._replied()
         if action is None:
             await self._check_watchdog(now)  # also checked by its own timer task, whichever is first
             await self._run(self.adapter.hold)
@@ -200,8 +233,7 @@ class BridgeServer:
         done = bool(result.get("success")) or bool(result.get("truncated"))
         if source == "policy":
             await self._send_obs(self._policy_ws, seq, result=result, safety=fired, applied=np.asarray(safe, np.float64))
-            # The watchdog measures client silence: a synchronous client cannot send before this reply.
-            self._last_valid_t = time.monotonic()
+            self._replied()  # client silence counts from here: a synchronous client cannot send before this reply
         elif source == "human":
             # Tell the policy client what the human did (the observation it acted on, the applied action),
             # so a trainer can keep the intervention as a demonstration.
@@ -233,153 +265,18 @@ class BridgeServer:
         if self._cmd is not None:
             seq, self._cmd = self._cmd[1], None
             await self._send(self._policy_ws, "refused", reason=reason, seq=seq)
+            self._replied()
+
+    def _replied(self) -> None:
+        self.watchdog.replied(time.monotonic())
+        self._watchdog_changed()
+
+    def _estop_active(self) -> bool:
+        """An e-stop was acknowledged (applied or about to be at the next tick) and not cleared."""
+        return self.estopped or self._estop_req_t is not None
 
     async def _notify(self, kind: str, **fields) -> None:
         await self._send(self._policy_ws, kind, **fields)
-
-    async def _reject(self, ws, reason: str, code: int = CLOSE_AUTH) -> None:
-        peer = str(ws.remote_address)
-        log.warning("rejected bridge client %s: %s", peer, reason)
-        self.rejections.append((peer, reason))
-        await self._send(ws, "error", code=reason)
-        await ws.close(code, reason)
-
-    async def _handler(self, ws) -> None:
-        try:
-            frame = await asyncio.wait_for(ws.recv(), self.cfg.auth_timeout_s)
-            hello = validate_client_message(decode(frame))
-        except (TimeoutError, asyncio.TimeoutError):
-            return await self._reject(ws, "auth_timeout")
-        except ProtocolError as e:
-            return await self._reject(ws, f"auth_{e.code}")
-        except ConnectionClosed:
-            return
-        if hello["type"] != "hello" or not token_matches(self.token, hello.get("token")):
-            return await self._reject(ws, "auth_failed")
-        role = hello.get("role", "policy")
-        if role not in ("policy", "operator"):
-            return await self._reject(ws, "bad_role")
-        if role == "policy" and self._policy_ws is not None:
-            return await self._reject(ws, "busy", CLOSE_BUSY)
-        if role == "policy":
-            self._policy_ws = ws
-        await self._send(ws, "welcome", role=role, action_dim=self.cfg.safety.action_dim,
-                         control_hz=self.cfg.control_hz, watchdog_s=self.cfg.watchdog_s, **self._obs_fields())
-        bad = 0
-        try:
-            async for frame in ws:
-                seq = None
-                try:
-                    raw = decode(frame)
-                    seq = raw.get("seq") if type(raw.get("seq")) is int else None  # so the client can match the error
-                    msg = validate_client_message(raw)
-                    bad = 0
-                except ProtocolError as e:
-                    self.bad_messages += 1
-                    bad += 1
-                    await self._send(ws, "error", code=e.code, detail=e.detail[:200], seq=seq)
-                    if bad >= self.cfg.max_bad_messages:
-                        return await self._reject(ws, "too_many_bad_messages", CLOSE_ABUSE)
-                    continue
-                if await self._dispatch(ws, role, msg) == "bye":
-                    break
-        except ConnectionClosed:
-            pass
-        finally:
-            if role == "policy" and self._policy_ws is ws:
-                await self._on_policy_gone()
-                self._policy_ws = None  # only now: the episode is safely closed before a new policy may connect
-
-    async def _on_policy_gone(self) -> None:
-        """A dropped policy connection ends the episode safely and keeps what was recorded."""
-        async with self._lock:
-            self._cmd = None
-            await self._run(self.adapter.hold)
-            self.safety.reset()
-            if self.episode.steps:
-                self.episode.event("disconnect")
-                self._end_episode("disconnect", success=False)
-
-    async def _dispatch(self, ws, role: str, msg: dict) -> str | None:
-        t, seq = msg["type"], msg.get("seq")
-        if t in OPERATOR_TYPES and role != "operator":
-            return await self._send(ws, "error", code="operator_only", seq=seq)
-        if t == "act":
-            if role != "policy":
-                return await self._send(ws, "error", code="not_policy", seq=seq)
-            why = ("estopped" if self.estopped or self._estop_req_t is not None else "needs_reset" if self.needs_reset
-                   else "paused" if self.paused else "takeover" if self.takeover else None)
-            if why:
-                return await self._send(ws, "refused", reason=why, seq=seq)
-            try:
-                action = validate_action(msg["action"], self.cfg.safety.action_dim)
-            except ProtocolError as e:
-                return await self._send(ws, "error", code=e.code, detail=e.detail, seq=seq)
-            await self._drop_cmd("superseded")  # a pipelining client sent a newer command before this tick
-            self._cmd, self._last_valid_t = (action, seq, time.monotonic()), time.monotonic()
-            if self.halted:
-                self.halted = False
-                self.episode.event("resume_after_watchdog")
-        elif t == "estop":
-            if self._estop_req_t is None:
-                self._estop_req_t = time.monotonic()
-            await self._send(ws, "ack", seq=seq)
-        elif t == "reset":
-            return await self._reset(ws, role, msg)
-        elif t == "observe":
-            await self._send_obs(ws, seq)
-        elif t == "status":
-            await self._send(ws, "status", seq=seq, **self.status())
-        elif t == "bye":
-            return "bye"
-        else:
-            await self._operator(ws, msg)
-        return None
-
-    async def _reset(self, ws, role: str, msg: dict):
-        seq = msg.get("seq")
-        if role == "policy" and not self.cfg.policy_can_reset:
-            return await self._send(ws, "error", code="reset_not_allowed", seq=seq)
-        if self.estopped:
-            return await self._send(ws, "refused", reason="estopped", seq=seq)
-        async with self._lock:
-            await self._drop_cmd("reset")
-            self._end_episode("reset")
-            try:
-                obs = await self._run(self.adapter.reset, msg.get("seed"), msg.get("init_state"))
-            except Exception as e:  # noqa: BLE001  (e.g. a state vector of the wrong length)
-                log.warning("reset failed: %r", e)
-                await self._run(self.adapter.hold)
-                self.needs_reset = True  # the robot may be mid-reset: no motion until a reset succeeds
-                return await self._send(ws, "error", code="reset_failed", detail=str(e)[:200], seq=seq)
-            init = msg.get("init_state")
-            self._new_episode(obs, {"seed": msg.get("seed"), "init_state": init if isinstance(init, int) else None})
-            self.safety.reset()
-            self.needs_reset = self.halted = False
-            self._last_valid_t = None  # the watchdog re-arms with the first command
-        await self._send_obs(ws, seq)
-
-    async def _operator(self, ws, msg: dict) -> None:
-        t, seq = msg["type"], msg.get("seq")
-        if t in ("pause", "resume"):
-            self.paused = t == "pause"
-            await self._drop_cmd("paused")
-        elif t == "takeover":
-            self.takeover = msg["on"]
-            await self._drop_cmd("takeover")
-        elif t == "teleop":
-            self.remote_teleop.push(msg["action"])
-        elif t == "mark":
-            async with self._lock:
-                self.episode.event("mark", success=msg["success"])
-                self._end_episode("marked", success=msg["success"])
-        elif t == "label":
-            self.episode.event("label", text=msg.get("text", "")[:1000])
-        elif t == "clear_estop":
-            self.estopped, self._estop_req_t = False, None  # needs_reset stays: motion only after a reset
-        if t in ("pause", "resume", "takeover"):
-            self.episode.event(t, on=msg.get("on"))
-        await self._send(ws, "ack", seq=seq)
 
     def status(self) -> dict:
         return {"estopped": self.estopped, "halted": self.halted, "paused": self.paused, "takeover": self.takeover,

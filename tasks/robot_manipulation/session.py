@@ -1,13 +1,16 @@
-"""Robot-in-the-loop RL of a VLA policy through the authenticated robot bridge (asynchronous actor + learner).
+"""Robot-in-the-loop RL of a VLA policy through the authenticated robot bridge: one user of the core's
+asynchronous actor/learner loop (`vlrl.actor_learner.ActorLearner`), which owns the threads, the weight hand-over,
+the advantages, the updates and stop handling. This module adds the bridge connection, the bridge episodes (with
+human takeover) and the demonstration rows.
 
     python -m robots.bridge --task Lift --image-size 64 --reward-shaping            # next to the robot / simulator
     python -m tasks.robot_manipulation.session --uri ws://127.0.0.1:8765 --episodes 20 --out runs/robot_session
 
-Actor (the thread that calls `run`): bridge observation (camera image + instruction) -> the task's VLA prompt,
-constrained to 7 action tokens + EOS (`vla_observation`) -> one sample from the ACTOR's copy of the policy (the
-newest weights the learner has published) -> action -> the bridge, whose server clamps it (safety layer). Each
-executed step becomes a vlrl `Turn` with `info["source"] = "policy"`, the sampling log-probs and the weights
-version that produced it.
+Actor (`collect`, in the thread that calls `run`): bridge observation (camera image + instruction) -> the task's
+VLA prompt, constrained to 7 action tokens + EOS (`vla_observation`) -> one sample from the ACTOR's copy of the
+policy (the newest weights the learner has published) -> action -> the bridge, whose server clamps it (safety
+layer). Each executed step becomes a vlrl `Turn` with `info["source"] = "policy"`, the sampling log-probs and the
+weights version that produced it.
 
 Human takeover: an operator (operator client with `RemoteTeleop`, a gamepad, a `ScriptedTeleop` in tests) takes
 over at the server; the policy's commands are refused ("takeover") and the server streams every human step as a
@@ -15,13 +18,13 @@ over at the server; the policy's commands are refused ("takeover") and the serve
 `Turn` with `info["source"] = "human"`, whose response is that action's tokens + EOS and whose `logprobs` are
 empty (no policy sampled it). `interventions="demo"` trains on them as demonstrations, `"exclude"` drops them.
 
-Learner (a thread): whenever `episodes_per_update` episodes have finished, one `vlrl.trainer.update` on the
-learner's model: policy turns are PPO/GRPO rows carrying their episode's advantage (episode return against the
-returns of the last `baseline_window` episodes: the robot cannot replay a start state, so there are no groups);
-human turns (demo) are rows with advantage `demo_advantage` whose old log-probs are the current policy's, so the
-first PPO epoch's gradient is exactly `demo_advantage` x the tokens' negative log-likelihood (behaviour cloning,
-later epochs clipped like any row). The weights are then copied into the actor's model under a lock (version + 1).
-The robot never waits for an update; it acts from whatever version is current.
+Learner (the core's thread): whenever `episodes_per_update` episodes have finished, one `vlrl.trainer.update` on
+the learner's model. Rows (`make_rows`): policy turns are PPO/GRPO rows carrying their episode's advantage (episode
+return against the returns of the last `baseline_window` episodes: the robot cannot replay a start state, so there
+are no groups); human turns (demo) are rows with advantage `demo_advantage` whose old log-probs are the current
+policy's, so the first PPO epoch's gradient is exactly `demo_advantage` x the tokens' negative log-likelihood
+(behaviour cloning, later epochs clipped like any row). The weights are then copied into the actor's model under a
+lock (version + 1). The robot never waits for an update; it acts from whatever version is current.
 
 Episodes end on success, the env's timeout, `max_steps` turns (checked before each policy action, so a human
 takeover in progress is never cut), a refusal the session cannot act through (e-stop), or a dropped connection:
@@ -32,13 +35,10 @@ from __future__ import annotations
 
 import argparse
 import collections
-import copy
 import json
 import logging
 import os
-import threading
 import time
-from dataclasses import asdict
 
 import numpy as np
 import torch
@@ -46,13 +46,12 @@ from websockets.exceptions import WebSocketException
 
 from robots.bridge.auth import load_token
 from robots.bridge.client import AuthError, BridgeClient, BridgeError
-from vlrl.algos import group_advantages
+from vlrl.actor_learner import ActorLearner
 from vlrl.config import ModelConfig, RolloutConfig, TrainerConfig, resolve_path
 from vlrl.episode import Episode, Observation, Turn
 from vlrl.forward import Row, response_logprobs
-from vlrl.models import base_model, load_model, load_processor
-from vlrl.rollout import make_engine
-from vlrl.trainer import TrainRow, build_rows, make_optimizer, make_scheduler, micro_batches, update
+from vlrl.models import base_model
+from vlrl.trainer import TrainRow, build_rows, micro_batches
 
 from .action_tokenizer import STATS_FILE, ActionStats, ActionTokenizer
 from .config import Config as TaskConfig
@@ -93,45 +92,23 @@ def _action_stats(cfg: SessionConfig) -> ActionStats:
     return ActionStats.load(beside) if os.path.exists(beside) else ActionStats.identity(7)
 
 
-class RobotSession:
-    """Asynchronous RL of a VLA policy on a robot (or simulator) behind the bridge. `run()` returns a summary."""
+class RobotSession(ActorLearner):
+    """Asynchronous RL of a VLA policy on a robot (or simulator) behind the bridge. `run()` returns a summary.
+
+    The actor/learner machinery (threads, weight hand-over, advantages, updates, stop) is `vlrl.actor_learner`;
+    this class supplies the bridge episodes (`collect`), the demonstration rows (`make_rows`) and the connection."""
 
     def __init__(self, cfg: SessionConfig, token: str | None = None, device: str | None = None) -> None:
         self.cfg = cfg
         self.token = token if token is not None else load_token(cfg.token_file)
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        if cfg.trainer.threads:
-            torch.set_num_threads(cfg.trainer.threads)
-        torch.manual_seed(cfg.seed)
-        # Two processors: a fast tokenizer must not be used from two threads at once.
-        self.processor = load_processor(cfg.model)  # actor
-        self.learn_processor = load_processor(cfg.model)  # learner
-        self.model = load_model(cfg.model, self.device)  # the learner's (trained) weights
-        self.actor_model = copy.deepcopy(self.model).requires_grad_(False)  # what the robot acts with
-        self.engine = make_engine(cfg.rollout, self.actor_model, self.processor)
-        self.ref_model = load_model(cfg.model, self.device, trainable=False) if cfg.algo.beta > 0 else None
-        total_updates = max(1, -(-cfg.episodes // cfg.episodes_per_update))
-        self.optimizer = make_optimizer(self.model, cfg.trainer)
-        self.scheduler = make_scheduler(self.optimizer, cfg.trainer, total_updates)
+        super().__init__(cfg.actor_learner(), device=device)
         t = cfg.task
         self.tok = ActionTokenizer(len(self.processor.tokenizer), _action_stats(cfg), n_bins=t.n_bins,
                                    offset=t.token_offset, gripper_dim=6, gripper_close_positive=t.gripper_close_positive)
         self.eos_ids = _eos_ids(self.model, self.processor.tokenizer)
         tok_eos = self.processor.tokenizer.eos_token_id
         self.eos_id = tok_eos if tok_eos in self.eos_ids else self.eos_ids[0]  # ends human responses
-
-        self.version = 0  # weights version the actor uses (+1 per published update)
-        self._weights = threading.Lock()  # held by the actor while sampling and by the learner while publishing
-        self._cv = threading.Condition()
-        self._pending: list[Episode] = []  # finished, not yet trained on
-        self._actor_done = False
-        self._stop = threading.Event()
-        self._errors: list[BaseException] = []
-        self._returns: list[float] = []
         self.client: BridgeClient | None = None
-        self.current: Episode | None = None  # the episode being recorded (read by monitors / tests)
-        self.episodes: list[Episode] = []
-        self.updates: list[dict] = []
         self.dropped_human_steps = 0  # human steps that arrived after their episode had ended
         self.connection_lost = False
 
@@ -160,58 +137,15 @@ class RobotSession:
             except Exception:  # noqa: BLE001  (already gone)
                 pass
 
-    # ---- the session --------------------------------------------------------------------------
-    def run(self) -> dict:
-        """Run `cfg.episodes` episodes with the learner alongside; returns `summary()`."""
+    def on_start(self) -> None:
         self.connect()
-        learner = threading.Thread(target=self._guard(self._learner_loop), name="vlrl-learner", daemon=True)
-        learner.start()
-        try:
-            self._guard(self._actor_loop)()
-        finally:
-            with self._cv:
-                self._actor_done = True
-                self._cv.notify_all()
-            learner.join()
-            self._disconnect()
-        if self._errors:
-            raise self._errors[0]
-        if self.cfg.out_dir:
-            self.save(self.cfg.out_dir)
-        return self.summary()
 
-    def stop(self) -> None:
-        """Ask the session to end after the current step (thread-safe)."""
-        self._stop.set()
-        with self._cv:
-            self._cv.notify_all()
-
-    def _guard(self, fn):
-        def run() -> None:
-            try:
-                fn()
-            except BaseException as e:  # noqa: BLE001  (re-raised by run())
-                log.exception("%s failed", threading.current_thread().name)
-                self._errors.append(e)
-                self.stop()
-
-        return run
+    def on_finish(self) -> None:
+        self._disconnect()
 
     # ---- actor --------------------------------------------------------------------------------
-    def _actor_loop(self) -> None:
-        for i in range(self.cfg.episodes):
-            if self._stop.is_set():
-                break
-            ep = self._run_episode(i)
-            self.episodes.append(ep)
-            if ep.turns:
-                with self._cv:
-                    self._pending.append(ep)
-                    self._cv.notify_all()
-            if self.connection_lost:
-                break
-
-    def _run_episode(self, index: int) -> Episode:
+    def collect(self, index: int) -> Episode:
+        """Episode `index` through the bridge: policy turns, the human turns of a takeover, its end reason."""
         ep = Episode(group_id=index, seed=self.cfg.seed + index, info={"index": index})
         self.current = ep
         try:
@@ -225,7 +159,7 @@ class RobotSession:
                 self.connect()
             except _CONNECTION_ERRORS as e2:  # AuthError too (a BridgeError): stop, keep what we have
                 log.error("could not reconnect: %s", e2)
-                self.connection_lost = True
+                self.connection_lost = self.actor_finished = True
         if ep.turns:
             last = ep.turns[-1]
             last.done = end == "success"
@@ -271,9 +205,7 @@ class RobotSession:
             if self._stop.is_set():
                 return "stopped"
             obs = self._observation(msg, len(ep.turns))
-            with self._weights:
-                version = self.version
-                sample = self.engine.generate([obs], n=1, greedy=cfg.greedy)[0][0]
+            sample, version = self.sample(obs)
             action = self._decode(sample.response_ids)
             t_sent = time.time()
             reply = self.client.act(action)
@@ -369,42 +301,11 @@ class RobotSession:
         return {"env": float(result.get("reward", 0.0)), "_success": 1.0 if result.get("success") else 0.0}
 
     # ---- learner ------------------------------------------------------------------------------
-    def _learner_loop(self) -> None:
-        k = self.cfg.episodes_per_update
-        while True:
-            with self._cv:
-                self._cv.wait_for(lambda: len(self._pending) >= k or self._actor_done or self._stop.is_set())
-                if self._stop.is_set() and not self._actor_done:
-                    return
-                if not self._pending:
-                    return  # the actor is done and everything was trained on
-                n = k if len(self._pending) >= k else len(self._pending)  # the remainder after the last episode
-                batch, self._pending = self._pending[:n], self._pending[n:]
-            self.learn(batch)
-
-    def learn(self, batch: list[Episode]) -> dict:
-        """One update on `batch` (finished episodes), then publish the weights to the actor."""
-        cfg = self.cfg
-        t0 = time.time()
-        returns = [ep.total_reward(cfg.algo.reward_weights) for ep in batch]
-        self._returns.extend(returns)
-        window = self._returns[-max(cfg.baseline_window, len(batch)):]
-        adv = group_advantages(torch.tensor(window, dtype=torch.float32), len(window), scale=cfg.algo.scale)[-len(batch):]
-        rows, demo = training_rows(batch, adv.tolist(), cfg.interventions, cfg.demo_advantage)
+    def make_rows(self, batch: list[Episode], advantages: list[float]) -> tuple[list[TrainRow], dict]:
+        """Policy rows with their episode's advantage, plus the human turns as demonstration rows."""
+        rows, demo = training_rows(batch, advantages, self.cfg.interventions, self.cfg.demo_advantage)
         self._fill_old_logprobs(demo)
-        stats: dict = {}
-        if rows or demo:
-            stats = update(self.model, self.learn_processor, self.optimizer, self.scheduler, rows + demo, cfg,
-                           ref_model=self.ref_model)
-            self.publish()
-        record = {"update": len(self.updates) + 1, "version": self.version,
-                  "episodes": [ep.info.get("index") for ep in batch], "returns": returns,
-                  "advantages": [round(float(a), 6) for a in adv], "policy_rows": len(rows), "demo_rows": len(demo),
-                  "t_start": t0, "t_end": time.time(), **stats}
-        self.updates.append(record)
-        log.info("update %d: %d policy rows, %d demo rows, loss %.4f -> weights v%d", record["update"], len(rows),
-                 len(demo), stats.get("loss", float("nan")), self.version)
-        return record
+        return rows + demo, {"policy_rows": len(rows), "demo_rows": len(demo)}
 
     def _fill_old_logprobs(self, demo: list[TrainRow]) -> None:
         """Old log-probs of demo rows = the current policy's, so the first epoch's ratio is 1 (a BC gradient)."""
@@ -415,41 +316,25 @@ class RobotSession:
                     n = len(r.row.response_ids)
                     r.old_logprobs = logp[i, logp.shape[1] - n:].tolist()
 
-    def publish(self) -> None:
-        """Copy the learner's weights into the actor's model (between two of its actions) and bump the version."""
-        with self._weights:
-            self.actor_model.load_state_dict(self.model.state_dict())
-            self.version += 1
-            self.engine.sync_weights()
-
     # ---- results ------------------------------------------------------------------------------
     def summary(self) -> dict:
         eps = self.episodes
-        return {"episodes": len(eps), "updates": len(self.updates), "version": self.version,
-                "successes": sum(bool(ep.info.get("success")) for ep in eps),
-                "policy_turns": sum(ep.info.get("policy_turns", 0) for ep in eps),
+        return {**super().summary(), "policy_turns": sum(ep.info.get("policy_turns", 0) for ep in eps),
                 "human_turns": sum(ep.info.get("human_turns", 0) for ep in eps),
-                "end_reasons": dict(collections.Counter(ep.info.get("end") for ep in eps)),
-                "mean_return": float(np.mean([ep.info["env_return"] for ep in eps])) if eps else 0.0,
                 "dropped_human_steps": self.dropped_human_steps, "connection_lost": self.connection_lost}
+
+    def episode_record(self, ep: Episode) -> dict:
+        turns = [{"source": t.info.get("source"), "action": t.info.get("action"), "rewards": t.rewards,
+                  "version": t.info.get("policy_version")} for t in ep.turns]
+        return {**ep.info, "turns": turns}
+
+    def config_to_save(self) -> SessionConfig:
+        return self.cfg
 
     def save(self, out_dir: str) -> None:
         """The trained policy (save_pretrained + processor + action stats) and per-episode / per-update JSONL."""
-        os.makedirs(out_dir, exist_ok=True)
-        policy = os.path.join(out_dir, "policy")
-        self.model.save_pretrained(policy)
-        self.learn_processor.save_pretrained(policy)
-        self.tok.stats.save(policy)
-        with open(os.path.join(out_dir, "episodes.jsonl"), "w") as f:
-            for ep in self.episodes:
-                turns = [{"source": t.info.get("source"), "action": t.info.get("action"), "rewards": t.rewards,
-                          "version": t.info.get("policy_version")} for t in ep.turns]
-                f.write(json.dumps({**ep.info, "turns": turns}) + "\n")
-        with open(os.path.join(out_dir, "updates.jsonl"), "w") as f:
-            for u in self.updates:
-                f.write(json.dumps(u) + "\n")
-        with open(os.path.join(out_dir, "summary.json"), "w") as f:
-            json.dump({"summary": self.summary(), "config": asdict(self.cfg)}, f, indent=1, default=str)
+        super().save(out_dir)
+        self.tok.stats.save(os.path.join(out_dir, "policy"))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vlrl.actor_learner import ActorLearnerConfig
 from vlrl.config import AlgoConfig, ModelConfig, RolloutConfig, TrainerConfig
 
 from .config import Config as TaskConfig
@@ -51,3 +52,10 @@ class SessionConfig:
         check(self.demo_advantage > 0, "demo_advantage", "must be > 0")
         check(self.baseline_window >= 1, "baseline_window", "must be >= 1")
         check(self.rollout.max_new_tokens >= 8, "rollout.max_new_tokens", "must be >= 8 (7 action tokens + EOS)")
+
+    def actor_learner(self) -> ActorLearnerConfig:
+        """The core loop's settings (the session's own episodes are bounded by max_steps; see session.collect)."""
+        return ActorLearnerConfig(episodes=self.episodes, episodes_per_update=self.episodes_per_update,
+                                  baseline_window=self.baseline_window, seed=self.seed,
+                                  greedy=self.greedy, out_dir=self.out_dir, model=self.model, algo=self.algo,
+                                  rollout=self.rollout, trainer=self.trainer)

@@ -59,3 +59,22 @@ class FakeEnv:
 def broken_env():
     """A factory that can never build its env (a bad config, not bad luck)."""
     raise RuntimeError("cannot build this env")
+
+
+class FakeArmEnv(FakeEnv):
+    """FakeEnv shaped like a robot for the bridge (8-d proprio, end effector inside the default workspace box);
+    `step_s` makes each step take that long (a slow simulator or robot)."""
+
+    def __init__(self, episode_len: int = 1000, step_s: float = 0.0):
+        super().__init__(episode_len=episode_len)
+        self.step_s = step_s
+
+    def _obs(self):
+        obs = super()._obs()
+        obs["proprio"] = np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, float(self.t)], dtype=np.float32)
+        return obs
+
+    def step(self, action):
+        if self.step_s:
+            time.sleep(self.step_s)
+        return super().step(action)

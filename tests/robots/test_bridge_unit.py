@@ -82,3 +82,36 @@ def test_teleop_adapters():
     assert np.allclose(k.action({}), [0.5, 0, 0, 0, 0, 0, 1])
     s = ScriptedTeleop([np.ones(7)])
     assert s.action({}) is not None and s.action({}) is None
+
+
+def test_watchdog_counts_silence_from_the_reply_and_the_deadline_from_acceptance():
+    from robots.bridge.watchdog import Watchdog
+
+    w = Watchdog(silence_s=0.2, deadline_s=1.0)
+    assert w.check(100.0) is None and w.due() is None  # disarmed until a command is answered
+    w.accepted(0.0)
+    assert w.check(0.9) is None and w.due() == 1.0  # executing for 0.9 s is not client silence
+    assert w.check(1.5) == ("deadline", 1.5)
+    w.replied(1.5)
+    assert w.check(1.6) is None and w.check(1.8)[0] == "watchdog"
+    w.restart(5.0)
+    assert w.check(5.1) is None
+    w.disarm()
+    assert w.check(100.0) is None
+
+
+def test_decode_bounds_nesting_and_size_without_recursion():
+    from robots.bridge.protocol import check_size
+
+    head = msgpack.packb({"v": 1, "type": "act"})
+    # 600 nested lists (msgpack itself refuses ~1000): decoded, then refused before any recursive walk
+    deep = b"\x83" + b"".join(msgpack.packb(x) for x in ("v", 1, "type", "act", "action")) + b"\x91" * 600 + b"\xc0"
+    with pytest.raises(ProtocolError, match="too_deep"):
+        decode(deep)
+    with pytest.raises(ProtocolError, match="too_deep"):
+        decode(encode("hello", token=[[["x"]]]), max_depth=2)
+    with pytest.raises(ProtocolError, match="bad_frame"):
+        decode(encode("hello", token="x" * 5000), max_bytes=4096)
+    with pytest.raises(ProtocolError, match="too_large"):
+        check_size([0] * 100, max_nodes=50)
+    assert decode(head)["type"] == "act"
