@@ -141,7 +141,7 @@ def train(make_model: Callable, load_model: Callable, batch_fn: Callable, args: 
         start, prev_wall = st["step"], st.get("train_wall_s", 0.0)
     print(f"[{name}] {'resuming from ' + str(resume_from) if resume_from else 'starting'} -> {args.out} "
           f"(steps {start}..{args.steps}, batch {args.batch}, lr {args.lr}, seed {args.seed})", flush=True)
-    entry = {"started": started, "command": " ".join(shlex.quote(a) for a in [sys.executable, "-m", f"rewards.train_{name}"] + sys.argv[1:]),
+    entry = {"started": started, "command": " ".join(shlex.quote(a) for a in [sys.executable, "-m", f"rewards.learned.train_{name}"] + sys.argv[1:]),
              "args": asdict(args), "resumed_from": str(resume_from) if resume_from else None, "start_step": start}
     metrics_f = open(Path(args.out) / "metrics.jsonl", "a")
     t0 = time.perf_counter()

@@ -134,7 +134,7 @@ def test_reward_checkpoints_are_data_and_damaged_ones_are_skipped(synth_file, tm
 
     import torch
 
-    from rewards.train_progress import main
+    from rewards.learned.train_progress import main
 
     out = tmp_path / "run"
     common = ["--data", synth_file, "--out", str(out), "--model", tiny_model_path, "--batch", "4", "--log-every", "1",
