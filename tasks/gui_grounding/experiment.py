@@ -1,7 +1,7 @@
 """Measured learning on held-out synthetic screens: evaluate -> GRPO -> evaluate, and the reward ablation.
 
-    python -m tasks.gui_grounding.experiment learn  [--out DIR] [--method grpo|sft] [overrides...]
-    python -m tasks.gui_grounding.experiment ablate [--out DIR] [overrides...]
+    python -m tasks.gui_grounding.experiment learn  [--out DIR] [--summary PATH] [--method grpo|sft] [overrides...]
+    python -m tasks.gui_grounding.experiment ablate [--out DIR] [--summary PATH] [overrides...]
     python -m tasks.gui_grounding.experiment misses [--out DIR] [overrides...]
     python -m tasks.gui_grounding.experiment passk  [--out DIR] [--k K] [overrides...]
     python -m tasks.gui_grounding.experiment read   [--out DIR] [overrides...]
@@ -9,7 +9,8 @@
 `learn` evaluates the starting checkpoint (greedy, `--eval N` held-out screens, default 1000),
 trains with the given Hydra overrides, evaluates the final checkpoint on the same screens and
 writes `summary.json` (accuracies with binomial standard errors, the paired difference, seed, wall
-times) plus the reward curve. `--method sft` trains with supervised fine-tuning on the reference
+times, the command line and git commit that produced it) plus the reward curve; `--summary PATH` writes
+the same JSON to PATH too (a committed results file, while checkpoints stay under `--out`). `--method sft` trains with supervised fine-tuning on the reference
 answers instead (`vlrl/sft.py`; pass e.g. `trainer=sft_tiny 'sft.curriculum=[]'`): the control that
 says how much of a GRPO gain plain supervised training from the same start would also give. `ablate`
 runs `learn` twice on the same budget, reward = hit only vs hit + iou + box, and compares the box-size
@@ -27,6 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +39,31 @@ from vlrl.sft import run as sft_run
 from vlrl.train import run
 
 BASE = ["task=gui_grounding", "model.path=assets/tiny-gui-grounding"]
+
+
+def provenance(argv: list[str] | None = None) -> dict:
+    """What produced a results file: the command line and the git commit of the code, with "-dirty"
+    when tracked files differ from that commit (untracked outputs such as runs/ do not count).
+    Called at start-up, before the run, because the code imported then is the code that ran."""
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
+                                  cwd=Path(__file__).resolve().parent).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is not None and git("status", "--porcelain", "--untracked-files=no"):
+        commit += "-dirty"
+    return {"command": ["python", "-m", "tasks.gui_grounding.experiment", *(sys.argv[1:] if argv is None else argv)],
+            "git_commit": commit}
+
+
+def _write_json(data: dict, *paths: Path | None) -> None:
+    for path in paths:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def _hits(episodes) -> list[float]:
@@ -177,7 +205,10 @@ def _eval(overrides: list[str], n: int, output: Path) -> tuple[dict, list]:
     return report, episodes
 
 
-def learn(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = (), method: str = "grpo") -> dict:
+def learn(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = (), method: str = "grpo",
+          summary_path: Path | None = None, origin: dict | None = None) -> dict:
+    """origin: provenance() of the process (taken at start-up); summary_path: a second copy of summary.json."""
+    origin = provenance() if origin is None else origin
     trainers = {"grpo": run, "sft": sft_run}  # looked up per call: tests replace them
     if method not in trainers:
         raise ValueError(f"learn: method must be one of {sorted(trainers)}, got {method!r}")
@@ -196,6 +227,7 @@ def learn(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = 
     hits1 = _hits(episodes1)
     mean_d, se_d = _mean_stderr([b - a for a, b in zip(hits0, hits1)])
     summary = {
+        **origin,
         "method": method,
         "overrides": overrides,
         "train_only_overrides": train_only,
@@ -210,19 +242,24 @@ def learn(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = 
         "total_wall_s": round(time.perf_counter() - t0, 1),
         "curve": str(out / "run" / ("reward_curve.png" if method == "grpo" else "eval_curve.png")),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    _write_json(summary, out / "summary.json", summary_path)
     print(json.dumps(summary, indent=2))
     return summary
 
 
-def ablate(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = ()) -> dict:
-    full = learn(out / "hit_iou_box", overrides + ["task.reward_terms=[hit,iou,box]"], n_eval, train_only)
-    hit = learn(out / "hit_only", overrides + ["task.reward_terms=[hit]"], n_eval, train_only)
+def ablate(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = (),
+           summary_path: Path | None = None, origin: dict | None = None) -> dict:
+    """summary_path: also write the table, both runs' summaries and the provenance there."""
+    origin = provenance() if origin is None else origin
+    full = learn(out / "hit_iou_box", overrides + ["task.reward_terms=[hit,iou,box]"], n_eval, train_only, origin=origin)
+    hit = learn(out / "hit_only", overrides + ["task.reward_terms=[hit]"], n_eval, train_only, origin=origin)
     table = {name: {"accuracy": s["after"]["overall"], "stderr": s["after"]["stderr"], "mean_iou": s["after"]["mean_iou"],
                     "area_ratio": s["after"]["mean_area_ratio"], "big_box_rate": s["after"]["big_box_rate"],
                     "gain_points": s["gain_points"]}
              for name, s in (("hit+iou+box", full), ("hit only", hit))}
     (out / "ablation.json").write_text(json.dumps(table, indent=2) + "\n")
+    if summary_path is not None:
+        _write_json({**origin, "table": table, "runs": {"hit+iou+box": full, "hit only": hit}}, summary_path)
     print(json.dumps(table, indent=2))
     return table
 
@@ -231,6 +268,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=["learn", "ablate", "misses", "passk", "read"])
     parser.add_argument("--out", type=Path, default=Path("runs/gui_rl"))
+    parser.add_argument("--summary", type=Path, default=None, metavar="PATH",
+                        help="learn/ablate: also write the summary JSON here (e.g. a committed docs/results/ file)")
     parser.add_argument("--eval", type=int, default=1000, help="held-out screens (same ones before and after)")
     parser.add_argument("--method", choices=["grpo", "sft"], default="grpo",
                         help="learn: train with GRPO (vlrl/train.py) or supervised fine-tuning (vlrl/sft.py)")
@@ -239,6 +278,9 @@ def main() -> None:
                         help="override applied to training but not to the held-out evaluation "
                              "(e.g. task.n_widgets=[2,3] to train where the instruction decides the target)")
     args, overrides = parser.parse_known_args()
+    origin = provenance()  # before the run: the code imported now is the code that runs
+    if args.summary is not None and args.mode not in ("learn", "ablate"):
+        parser.error(f"--summary applies to learn and ablate, not {args.mode}")
     if args.mode == "misses":
         misses(args.out, overrides, args.eval)
     elif args.mode == "passk":
@@ -246,9 +288,9 @@ def main() -> None:
     elif args.mode == "read":
         read(args.out, overrides, args.eval)
     elif args.mode == "learn":
-        learn(args.out, overrides, args.eval, args.train_only, args.method)
+        learn(args.out, overrides, args.eval, args.train_only, args.method, args.summary, origin)
     else:
-        ablate(args.out, overrides, args.eval, args.train_only)
+        ablate(args.out, overrides, args.eval, args.train_only, args.summary, origin)
 
 
 if __name__ == "__main__":

@@ -128,3 +128,50 @@ def test_read_scores_exact_names_of_the_target_at_its_box(tmp_path, monkeypatch)
     assert len(asked) == 6 and all(t.startswith("Name the element at [") for t in asked)
     assert r["exact_name"] == 0.5 and r["held_out_screens"] == 6 and (tmp_path / "read.json").exists()
     assert sum(v["n"] for k, v in r["breakdown"].items() if k.startswith("n_widgets=")) == 6
+
+
+def test_summary_path_gets_the_same_json_with_its_command_and_commit(tmp_path, monkeypatch):
+    import json
+    import re
+    import sys
+
+    from tasks.gui_grounding import experiment
+
+    monkeypatch.setattr(experiment, "_eval", _fake_eval([]))
+    monkeypatch.setattr(experiment, "run", lambda cfg, task: None)
+    argv = ["learn", "--out", str(tmp_path / "out"), "--summary", str(tmp_path / "docs" / "r.json"), "--eval", "2", "trainer.steps=3"]
+    monkeypatch.setattr(sys, "argv", ["experiment.py", *argv])
+    experiment.main()
+    committed = json.loads((tmp_path / "docs" / "r.json").read_text())
+    assert committed == json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert committed["command"] == ["python", "-m", "tasks.gui_grounding.experiment", *argv]
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", committed["git_commit"])  # the tests run inside the repository
+    assert committed["overrides"] == ["trainer.steps=3"] and committed["held_out_screens"] == 2
+
+
+def test_ablate_summary_holds_the_table_and_both_runs(tmp_path, monkeypatch):
+    import json
+
+    from tasks.gui_grounding import experiment
+
+    monkeypatch.setattr(experiment, "_eval", _fake_eval([]))
+    monkeypatch.setattr(experiment, "run", lambda cfg, task: None)
+    origin = {"command": ["python", "x"], "git_commit": "abc"}
+    experiment.ablate(tmp_path / "out", ["trainer.steps=3"], 2, summary_path=tmp_path / "a.json", origin=origin)
+    r = json.loads((tmp_path / "a.json").read_text())
+    assert r["command"] == ["python", "x"] and set(r["table"]) == set(r["runs"]) == {"hit+iou+box", "hit only"}
+    assert "task.reward_terms=[hit]" in r["runs"]["hit only"]["overrides"] and r["runs"]["hit only"]["git_commit"] == "abc"
+    assert not (tmp_path / "out" / "a.json").exists()
+
+
+def test_summary_is_refused_outside_learn_and_ablate(monkeypatch):
+    import sys
+
+    import pytest
+
+    from tasks.gui_grounding import experiment
+
+    monkeypatch.setattr(experiment, "misses", lambda *a: pytest.fail("ran misses"))
+    monkeypatch.setattr(sys, "argv", ["experiment.py", "misses", "--summary", "x.json"])
+    with pytest.raises(SystemExit):
+        experiment.main()
