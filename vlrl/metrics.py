@@ -78,20 +78,25 @@ def episode_metrics(episodes: list[Episode], group_size: int, weights: dict[str,
     return m
 
 
+def prompt_text(observation) -> str:
+    """The last message of an observation as text (images as `<image>`)."""
+    prompt = ""
+    for msg in observation.messages:
+        content = msg["content"]
+        prompt = content if isinstance(content, str) else " ".join(c.get("text", f"<{c['type']}>") for c in content)
+    return prompt
+
+
 def sample_rows(episodes: list[Episode], n: int, weights: dict[str, float] | None) -> list[dict]:
     """A few prompt / response / reward rows for a person to read."""
     rows = []
     step = max(1, len(episodes) // max(1, n))
     for ep in episodes[::step][:n]:
         turn = ep.turns[0]
-        prompt = ""
-        for msg in turn.observation.messages:
-            content = msg["content"]
-            prompt = content if isinstance(content, str) else " ".join(c.get("text", f"<{c['type']}>") for c in content)
         rows.append(
             {
                 "group": ep.group_id,
-                "prompt": prompt[-200:],
+                "prompt": prompt_text(turn.observation)[-200:],
                 "response": turn.response_text[:200],
                 "reward": turn_reward(turn.rewards, weights),
                 "rewards": {k: v for k, v in turn.rewards.items()},

@@ -101,14 +101,17 @@ def pad_row(episodes) -> TrainRow | None:
 
 
 def evaluate_policy(engine, task, cfg: Config, n: int, batch_size: int) -> tuple[dict, list]:
-    """Greedy episodes on the held-out split -> the task's report."""
+    """Episodes on `cfg.eval.split` (greedy per `eval.greedy`; sampled ones seeded by `eval.seed` without
+    disturbing the training RNG) -> the task's report."""
     episodes, stats = [], {}
-    for start in range(0, n, batch_size):
-        seeds = list(range(start, min(n, start + batch_size)))
-        episodes.extend(
-            run_episodes(engine, lambda: task.make_env(cfg.task, "eval"), seeds, 1, cfg.rollout.max_turns, greedy=True,
-                         stats=stats)
-        )
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if torch.cuda.is_available() else []):
+        torch.manual_seed(cfg.eval.seed)
+        for start in range(0, n, batch_size):
+            seeds = list(range(start, min(n, start + batch_size)))
+            episodes.extend(
+                run_episodes(engine, lambda: task.make_env(cfg.task, cfg.eval.split), seeds, 1, cfg.rollout.max_turns,
+                             greedy=cfg.eval.greedy, stats=stats)
+            )
     return task.report(episodes, cfg.task, skipped=skipped_report(stats)), episodes
 
 
@@ -147,7 +150,7 @@ def run(cfg: Config, task) -> dict:
     def save(step: int):
         full = strategy.full_state(model, optimizer)  # sharded: collectives, every process takes part, rank 0 writes
         if main:
-            extra = {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg))}
+            extra = {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg)), "entry_point": "train"}
             if critic is not None:
                 extra.update(critic=critic.state_dict(), critic_optimizer=critic_optimizer.state_dict())
             if curriculum is not None:
@@ -179,7 +182,7 @@ def run(cfg: Config, task) -> dict:
             else:
                 seeds = prompt_seeds(cfg, step, rank, world)
             rollout_stats: dict = {}
-            with strategy.gathered(model):  # sharded: ragged rollouts cannot run sharded forwards
+            with strategy.gathered(model), strategy.autocast():  # sharded: ragged rollouts cannot run sharded forwards
                 episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns,
                                         stats=rollout_stats)
             # Every process takes the same decision from the global counts (none stops alone).
@@ -195,7 +198,7 @@ def run(cfg: Config, task) -> dict:
             keep = informative(episodes, cfg) if cfg.algo.filter_groups else [True] * len(episodes)
             sel = [i for i, k in enumerate(keep) if k]
             if critic is not None:  # PPO: per-turn GAE advantages from the critic's values
-                with strategy.gathered(model):
+                with strategy.gathered(model), strategy.autocast():
                     values, bootstrap = episode_values(critic, processor, [episodes[i] for i in sel])
                 advs, returns = gae_advantages([episodes[i] for i in sel], cfg.algo, values, bootstrap)
                 rows = build_turn_rows([episodes[i] for i in sel], advs, values, returns)
@@ -225,7 +228,7 @@ def run(cfg: Config, task) -> dict:
             })
             done = step + 1
             if cfg.trainer.eval_every and done % cfg.trainer.eval_every == 0 and cfg.trainer.eval_examples:
-                with strategy.gathered(model):
+                with strategy.gathered(model), strategy.autocast():
                     report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
                 metrics.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
             if done % cfg.trainer.log_every == 0 or done == cfg.trainer.steps:
@@ -248,7 +251,7 @@ def run(cfg: Config, task) -> dict:
                 save(done)
 
     if cfg.trainer.eval_examples and not cfg.trainer.eval_every:
-        with strategy.gathered(model):
+        with strategy.gathered(model), strategy.autocast():
             report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
         last.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
         logger.log(final, {f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})

@@ -24,7 +24,7 @@ from vlrl.episode import Episode, turn_reward
 from vlrl.forward import Row, response_logprobs, right_aligned
 from vlrl.metrics import RunLogger
 from vlrl.models import load_model, load_processor
-from vlrl.parallel import DataParallel, Strategy, make_strategy
+from vlrl.parallel import DataParallel, Strategy, make_strategy, model_config
 
 
 @dataclass
@@ -73,6 +73,9 @@ def start_run(cfg: Config, total_updates: int, can_shard: bool = False) -> Run:
     from omegaconf import OmegaConf
 
     strategy = make_strategy(cfg, can_shard)
+    # What the launch asks of the weights (float32 masters under bf16 autocast, activation checkpointing), on the
+    # run's config: the reference model and a separate critic load the same way, and config.yaml records it.
+    cfg.model = model_config(cfg.model, strategy)
     accelerator = strategy.accelerator
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
@@ -274,18 +277,20 @@ def update(
         for k, mb in enumerate(batches):
             pad = k >= real  # a zero-weight pass: keeps a sharded backend's collectives in step across processes
             loss = torch.zeros((), device=device)
-            if train_policy:
-                loss = loss + _policy_loss(forward_model, processor, mb, algo, cfg.rollout.temperature, ref_model,
-                                           ignore if pad else note, int(n_seq), int(n_tok), int(n_mb),
-                                           cfg.rollout.max_new_tokens)
-            if critic is not None:
-                values = critic(processor, [r.row.observation for r in mb], train_backbone=train_policy or critic.separate)
-                old = torch.tensor([r.old_value for r in mb], dtype=torch.float32, device=values.device)
-                target = torch.tensor([r.value_target for r in mb], dtype=torch.float32, device=values.device)
-                v_loss = value_loss(values, old, target, clip=algo.value_clip or None) / n_mb
-                loss = loss + algo.vf_coef * v_loss
-                if not pad:
-                    note("value_loss", v_loss.item() * n_mb)
+            with strategy.autocast():  # forwards only: backward follows the forward's dtypes
+                if train_policy:
+                    loss = loss + _policy_loss(forward_model, processor, mb, algo, cfg.rollout.temperature, ref_model,
+                                               ignore if pad else note, int(n_seq), int(n_tok), int(n_mb),
+                                               cfg.rollout.max_new_tokens)
+                if critic is not None:
+                    values = critic(processor, [r.row.observation for r in mb],
+                                    train_backbone=train_policy or critic.separate).float()
+                    old = torch.tensor([r.old_value for r in mb], dtype=torch.float32, device=values.device)
+                    target = torch.tensor([r.value_target for r in mb], dtype=torch.float32, device=values.device)
+                    v_loss = value_loss(values, old, target, clip=algo.value_clip or None) / n_mb
+                    loss = loss + algo.vf_coef * v_loss
+                    if not pad:
+                        note("value_loss", v_loss.item() * n_mb)
             if pad:
                 loss = loss * 0.0
             strategy.backward(loss)

@@ -141,3 +141,41 @@ def test_wandb_logger_records_the_run_offline(tmp_path, monkeypatch):
             break
         time.sleep(0.5)
     assert b"vlrl-test" in data and data.count(b"reward/mean") >= 2  # one history record per step
+
+
+def test_evaluation_during_training_follows_eval_greedy_split_and_seed():
+    """evaluate_policy (held-out evaluation inside train.py and sft.py) decodes as `eval.greedy` says, on
+    `eval.split`, and sampled decoding neither depends on nor disturbs the training RNG."""
+    from vlrl.config import compose, validate
+    from vlrl.rollout.sample import Sample
+    from vlrl.train import evaluate_policy
+
+    calls = []
+
+    class Engine:
+        def generate(self, observations, n=1, greedy=False):
+            calls.append((greedy, torch.rand(()).item()))
+            return [[Sample([1], [0.0], "12", True)] * n for _ in observations]
+
+    splits = []
+    cfg, task = validate(compose(["task=toy", "model=tiny", f"hydra.searchpath=[file://{ROOT}/tests/configs]"]))
+
+    class Task:
+        def make_env(self, task_cfg, split):
+            splits.append(split)
+            return task.make_env(task_cfg, split)
+
+        def report(self, episodes, task_cfg, skipped=None):
+            return task.report(episodes, task_cfg, skipped=skipped)
+
+    evaluate_policy(Engine(), Task(), cfg, 2, 2)
+    cfg.eval.greedy, cfg.eval.split, cfg.eval.seed = False, "train", 7
+    torch.manual_seed(0)
+    evaluate_policy(Engine(), Task(), cfg, 2, 2)
+    after = torch.rand(()).item()
+    torch.manual_seed(0)
+    assert after == torch.rand(()).item()  # the training RNG is where it was
+    evaluate_policy(Engine(), Task(), cfg, 2, 2)
+    assert [c[0] for c in calls] == [True, False, False]
+    assert calls[1][1] == calls[2][1]  # sampled evaluation is seeded by eval.seed
+    assert set(splits[:2]) == {"eval"} and set(splits[2:]) == {"train"}
