@@ -154,8 +154,12 @@ class TrainerConfig:
     weight_decay: float = opt(0.0, "AdamW weight decay")
     adam_betas: list[float] = opt([0.9, 0.999], "AdamW betas")
     max_grad_norm: float = opt(1.0, "gradient clipping norm; 0 disables")
-    output_dir: str = opt("outputs/run", "run directory: metrics, samples, checkpoints, plots")
-    resume: str = opt("none", "none | auto (latest checkpoint in output_dir) | path to a checkpoint")
+    output_dir: str = opt("outputs/run", "run directory: metrics, samples, checkpoints, plots (a folder holding another "
+                                         "run is refused: see resume, overwrite)")
+    resume: str = opt("none", "none | auto (latest checkpoint in output_dir, refused when written by another run: "
+                              "model.path, task or algo differ) | path to a checkpoint")
+    overwrite: bool = opt(False, "replace the run already in output_dir (its metrics, checkpoints, plots); "
+                                 "false: such a folder is refused unless this run continues it (resume)")
     save_every: int = opt(50, "checkpoint every N steps (and at the end); 0 = only at the end")
     keep_checkpoints: int = opt(2, "how many recent checkpoints to keep; 0 = all")
     log_every: int = opt(1, "log metrics every N steps")
@@ -184,6 +188,9 @@ class TrainerConfig:
         _one_of(self.lr_schedule, "trainer.lr_schedule", ("constant", "cosine", "linear"))
         _check(len(self.adam_betas) == 2, "trainer.adam_betas", "needs two values")
         _check(self.warmup_steps >= 0, "trainer.warmup_steps", "must be >= 0")
+        _check(self.output_dir.strip() != "", "trainer.output_dir", "required: name this run's folder (trainer.output_dir=DIR)")
+        _check(not (self.overwrite and self.resume != "none"), "trainer.overwrite",
+               "starts the run over: set trainer.resume=none with it")
         _check(self.save_every >= 0, "trainer.save_every", "must be >= 0 (0 = only at the end)")
         _check(self.keep_checkpoints >= 0, "trainer.keep_checkpoints", "must be >= 0 (0 = keep all)")
         _check(self.log_every >= 1, "trainer.log_every", "must be >= 1")
@@ -205,7 +212,8 @@ class TrainerConfig:
 
 @dataclass
 class EvalConfig:
-    output: str = opt("", "report path (.json); a Markdown table is written beside it; default: <output_dir>/eval.json")
+    output: str = opt("", "report path (.json); a Markdown table is written beside it; default: beside the model's "
+                          "folder, <model.path>.eval-<task>-<split>.json (required for a hub id)")
     split: str = opt("eval", "which split of the task to evaluate")
     num_examples: int = opt(0, "examples to evaluate; 0 = the task's default (all records, or 1000 for generators)")
     batch_size: int = opt(32, "prompts per generate call")

@@ -112,7 +112,7 @@ def run(cfg: Config, task) -> dict:
     if not task.can_imitate:
         raise ValueError(f"task {cfg.task.name!r} has no reference_answer(observation, cfg): nothing to imitate")
     check_supported(cfg)
-    r = start_run(cfg, cfg.trainer.steps)
+    r = start_run(cfg, cfg.trainer.steps, entry_point="sft")
     accelerator, rank, world, main = r.accelerator, r.rank, r.world, r.main
     model, processor, optimizer, scheduler, logger = r.model, r.processor, r.optimizer, r.scheduler, r.logger
     start, resume_from, out_dir = r.start, r.resume_from, cfg.trainer.output_dir
