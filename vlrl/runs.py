@@ -17,14 +17,14 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from vlrl.config import resolve_path
+from vlrl.config import UsageError, resolve_path
 
 # What a run writes into its output_dir (vlrl/train.py, vlrl/sft.py, vlrl.metrics.RunLogger).
 RUN_FILES = ("metrics.jsonl", "samples.jsonl", "config.yaml", "checkpoints", "tensorboard", "wandb",
              "reward_curve.png", "eval_curve.png")
 
 
-class RunFolderError(ValueError):
+class RunFolderError(UsageError):
     """A run folder this run must not use as asked (the message says why and what to set)."""
 
 

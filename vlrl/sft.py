@@ -6,6 +6,10 @@ draws fresh training examples (`env.reset(seed)`), asks the task for the referen
 answer is tokens, e.g. VLA actions; vlrl/task.py) and minimises the answer-only token NLL.
 Same model loading, forward (one vision pass per observation), checkpoints and resume as training;
 `sft.curriculum` switches task settings (e.g. the number of widgets) by step.
+
+    python vlrl/sft.py task=NAME trainer.output_dir=DIR [key=value ...]
+    python vlrl/sft.py --cfg job ...     the resolved config, nothing run
+    python vlrl/sft.py --help ...        every field with its effective value (task=NAME: the task's too)
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import torch
 from omegaconf import OmegaConf
 
 from vlrl import checkpoint
-from vlrl.config import Config, TrainerConfig, compose, validate
+from vlrl.config import Config, TrainerConfig, UsageError
 from vlrl.forward import Row, response_logprobs
 from vlrl.metrics import peak_memory_mb, plot_curves, prompt_text, read_metrics
 from vlrl.models import base_model
@@ -76,10 +80,10 @@ def sft_step(model, processor, optimizer, scheduler, rows: list[Row], trainer: T
 def check_supported(cfg: Config) -> None:
     """Refuse the trainer settings of RL runs that have no meaning here (they would be silently ignored)."""
     if cfg.trainer.curriculum_pool:
-        raise ValueError("invalid config value for 'trainer.curriculum_pool': the success-rate seed curriculum needs "
+        raise UsageError("invalid config value for 'trainer.curriculum_pool': the success-rate seed curriculum needs "
                          "RL outcomes; vlrl/sft.py draws fresh examples every step (its own schedule: sft.curriculum)")
     if cfg.trainer.eval_examples:
-        raise ValueError("invalid config value for 'trainer.eval_examples': vlrl/sft.py scores sft.eval_examples held-out "
+        raise UsageError("invalid config value for 'trainer.eval_examples': vlrl/sft.py scores sft.eval_examples held-out "
                          "examples at each trainer.eval_every; set sft.eval_examples instead")
 
 
@@ -110,7 +114,7 @@ def run(cfg: Config, task) -> dict:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     if not task.can_imitate:
-        raise ValueError(f"task {cfg.task.name!r} has no reference_answer(observation, cfg): nothing to imitate")
+        raise UsageError(f"task {cfg.task.name!r} has no reference_answer(observation, cfg): nothing to imitate")
     check_supported(cfg)
     r = start_run(cfg, cfg.trainer.steps, entry_point="sft")
     accelerator, rank, world, main = r.accelerator, r.rank, r.world, r.main
@@ -186,13 +190,10 @@ def run(cfg: Config, task) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    overrides = [a for a in args if a not in ("--cfg", "job")]
-    cfg, task = validate(compose(overrides))
-    if "--cfg" in args:
-        print(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
-        return
-    run(cfg, task)
+    from vlrl import cli
+
+    cli.main(__doc__, sys.argv[1:] if argv is None else argv, lambda cfg, task, _: run(cfg, task),
+             print_cfg=lambda cfg: OmegaConf.to_yaml(OmegaConf.structured(cfg)))
 
 
 if __name__ == "__main__":

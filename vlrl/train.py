@@ -3,8 +3,8 @@
 Also `accelerate launch vlrl/train.py ...` (one process per device; on a CPU machine use
 `--config_file configs/accelerate/cpu_2proc.yaml`, fsdp2_cpu_2proc.yaml for FSDP2 or
 deepspeed_zero3_cpu_2proc.yaml for DeepSpeed ZeRO-3) and the
-`vlrl-train` console script. `--cfg job` prints the resolved config,
-`--help-fields` every field with its help.
+`vlrl-train` console script. `--cfg job` prints the resolved config, `--help` (or `--help-fields`)
+every field with its effective value and help (with `task=NAME`, the task's fields too).
 
 The loop, per step: sample prompts -> roll out G episodes each -> score -> advantages -> update.
 """
@@ -27,7 +27,8 @@ import torch
 from omegaconf import OmegaConf
 
 from vlrl import checkpoint
-from vlrl.config import Config, compose, field_help, validate
+from vlrl.cli import parse_cli  # noqa: F401  (re-exported: vlrl.train.parse_cli)
+from vlrl.config import Config
 from vlrl.critic import episode_values, make_critic
 from vlrl.curriculum import SeedCurriculum
 from vlrl.metrics import episode_metrics, peak_memory_mb, plot_curves, read_metrics, sample_rows
@@ -36,22 +37,6 @@ from vlrl.rollout import make_engine, run_episodes
 from vlrl.forward import Row
 from vlrl.skips import SkipBudget, skip_metrics, skipped_report
 from vlrl.trainer import TrainRow, build_rows, global_sum, build_turn_rows, episode_advantages, gae_advantages, start_run, update
-
-
-def parse_cli(argv: list[str]) -> tuple[list[str], str | None]:
-    """Hydra-style overrides plus our two flags: `--cfg job` and `--help-fields`."""
-    overrides, mode = [], None
-    it = iter(argv)
-    for arg in it:
-        if arg == "--cfg":
-            mode = "cfg:" + next(it, "job")
-        elif arg.startswith("--cfg="):
-            mode = "cfg:" + arg.split("=", 1)[1]
-        elif arg in ("--help-fields", "-h", "--help"):
-            mode = "help"
-        else:
-            overrides.append(arg)
-    return overrides, mode
 
 
 def step_seed(cfg: Config, step: int, rank: int) -> int:
@@ -267,20 +252,10 @@ def run(cfg: Config, task) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    overrides, mode = parse_cli(sys.argv[1:] if argv is None else argv)
-    if mode == "help":
-        print(__doc__)
-        print("\n".join(field_help()))
-        print("task.* fields: see tasks/<name>/__init__.py (Config)")
-        return
-    raw = compose(overrides)
-    if mode and mode.startswith("cfg"):
-        cfg, _ = validate(raw)  # a bad value fails here too
-        print(OmegaConf.to_yaml(raw, resolve=True))
-        return
-    cfg, task = validate(raw)
-    result = run(cfg, task)
-    if os.environ.get("VLRL_PRINT_RESULT"):
+    from vlrl import cli
+
+    result = cli.main(__doc__, sys.argv[1:] if argv is None else argv, lambda cfg, task, _: run(cfg, task))
+    if result is not None and os.environ.get("VLRL_PRINT_RESULT"):
         print(json.dumps({k: v for k, v in result.items() if isinstance(v, (int, float))}))
 
 

@@ -81,29 +81,23 @@ def reads(tmp_path_factory):
                                  "trainer.max_minutes=60", "trainer.loggers=[jsonl,tensorboard]"])
     train.run(cfg, task)
     out["train"] = set(seen)
-    cfg, task, seen = _recorded(["trainer.steps=1", f"trainer.output_dir={tmp / 'ppo'}", "algo=vla_ppo", "task.turns=2",
+    # Into the folder of the run above: trainer.overwrite is read when a folder holds a run.
+    cfg, task, seen = _recorded(["trainer.steps=1", f"trainer.output_dir={tmp / 'grpo'}", "trainer.overwrite=true",
+                                 "algo=vla_ppo", "task.turns=2",
                                  "rollout.max_turns=2", "trainer.curriculum_pool=4", "model.lora.r=2",
                                  "algo.critic_warmup=1"])
     train.run(cfg, task)
     out["train"] |= seen
-    cfg, task, seen = _recorded(["trainer.steps=2", f"trainer.output_dir={tmp / 'sft'}", "trainer.eval_every=2",
+    cfg, task, seen = _recorded(["trainer.steps=2", f"trainer.output_dir={tmp / 'grpo'}", "trainer.overwrite=true",
+                                 "trainer.eval_every=2",
                                  "sft.eval_examples=2", "trainer.samples_every=1", "trainer.max_minutes=60",
                                  "sft.curriculum=[{until: 1, task: {size: 28}}]"])
     sft.run(cfg, task)
     out["sft"] = set(seen)
     seen = set()
-    real_validate = evaluate.validate
-
-    def validate_recorded(raw):
-        cfg, task = real_validate(raw)
-        return record(cfg, seen), task
-
-    evaluate.validate = validate_recorded
-    try:
-        evaluate.main(TOY + [f"model.path={tmp / 'sft' / 'checkpoints' / 'step_0000002'}", "eval.num_examples=2",
-                             f"eval.output={tmp / 'eval.json'}", "eval.dump_images=1"])
-    finally:
-        evaluate.validate = real_validate
+    cfg, task, seen = _recorded([f"model.path={tmp / 'grpo' / 'checkpoints' / 'step_0000002'}", "eval.num_examples=2",
+                                 f"eval.output={tmp / 'eval.json'}", "eval.dump_images=1"])
+    evaluate.score(cfg, task, [])
     out["evaluate"] = set(seen)
     return out
 
