@@ -73,7 +73,8 @@ def one_line(error: BaseException) -> str:
 
 def quiet_known_noise(deepspeed_used: bool = False) -> None:
     """Drop log lines a user can do nothing about: DeepSpeed's accelerator probe when DeepSpeed is not used (it
-    is imported by transformers' save path), robosuite's advice to write a private macro file."""
+    is imported by transformers' save path), robosuite's advice to write a private macro file, and transformers'
+    weight loading / saving bars when stderr is a log file."""
 
     class Drop(logging.Filter):
         def __init__(self, *needles: str):
@@ -84,6 +85,12 @@ def quiet_known_noise(deepspeed_used: bool = False) -> None:
             msg = record.getMessage()
             return not any(n in msg for n in self.needles)
 
+    import sys
+
+    if not sys.stderr.isatty():  # transformers' per-file loading bars: one frame each in a log file
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     if not deepspeed_used:
         logging.getLogger("DeepSpeed").addFilter(Drop("Setting accelerator to CPU", "Setting ds_accelerator to"))
     logging.getLogger("robosuite_logs").addFilter(Drop("private macro file", "setup_macros.py"))

@@ -35,6 +35,7 @@ from vlrl.metrics import peak_memory_mb, plot_curves, prompt_text, read_metrics
 from vlrl.models import base_model
 from vlrl.parallel import DataParallel, Strategy
 from vlrl.rollout import make_engine
+from vlrl.progress import SFT_KEYS, progress_line, run_summary, show_bar
 from vlrl.skips import SkipBudget, count_skip, skip_metrics
 from vlrl.train import evaluate_policy, out_of_time, prompt_seeds, step_seed
 from vlrl.trainer import global_sum, start_run
@@ -130,8 +131,11 @@ def run(cfg: Config, task) -> dict:
             checkpoint.save(out_dir, step, model if cfg.model.lora.r else base_model(model), processor, optimizer, scheduler,
                             {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg)), "entry_point": "sft"},
                             keep=cfg.trainer.keep_checkpoints)
-            plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl"), ["eval/overall"]), ["eval/overall"],
-                        os.path.join(out_dir, "eval_curve.png"), title=f"{cfg.task.name}: held-out accuracy (SFT)")
+            keys = ["loss", "token_acc", "eval/overall"]
+            plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl"), keys), keys,
+                        os.path.join(out_dir, "eval_curve.png"), title=f"{cfg.task.name}: supervised warm start",
+                        panels=[("answer-token NLL", ["loss"]),
+                                ("accuracy", ["token_acc", "eval/overall"])])
         saved.add(step)
         accelerator.wait_for_everyone()
 
@@ -142,7 +146,7 @@ def run(cfg: Config, task) -> dict:
     t_start = time.perf_counter()
     progress = Progress(TextColumn("[bold]sft"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
-                        disable=not (main and cfg.trainer.progress))
+                        disable=not show_bar(main and cfg.trainer.progress))
     with progress:
         bar = progress.add_task("sft", total=cfg.trainer.steps, completed=start, info="")
         for step in range(start, cfg.trainer.steps):
@@ -170,8 +174,9 @@ def run(cfg: Config, task) -> dict:
                 with torch.random.fork_rng(devices=[]), r.strategy.autocast():
                     logger.log_samples(done, completions(engine, processor, rows))
             progress.update(bar, advance=1, info=f"loss {metrics['loss']:.3f} acc {metrics['token_acc']:.2f}")
-            if not cfg.trainer.progress and main and "eval/overall" in metrics:
-                print(f"step {done} loss {metrics['loss']:.4f} eval {metrics['eval/overall']:.3f}", flush=True)
+            if progress.disable and main and (done % cfg.trainer.log_every == 0 or "eval/overall" in metrics):
+                print(progress_line(done, cfg.trainer.steps, metrics, SFT_KEYS, time.perf_counter() - t_start, done - start),
+                      flush=True)
             last = metrics
             if cfg.trainer.max_minutes and out_of_time(time.perf_counter() - t_start, cfg.trainer.max_minutes, accelerator.device):
                 final = done
@@ -185,6 +190,9 @@ def run(cfg: Config, task) -> dict:
     if final > start and final not in saved:
         save(final)
     logger.close()
+    if main:
+        records = read_metrics(os.path.join(out_dir, "metrics.jsonl"), [k for k, _ in SFT_KEYS])
+        print(run_summary(records, SFT_KEYS, time.perf_counter() - t_start, final - start, out_dir), flush=True)
     r.strategy.close()
     return last
 

@@ -32,11 +32,15 @@ from vlrl.config import Config
 from vlrl.critic import episode_values, make_critic
 from vlrl.curriculum import SeedCurriculum
 from vlrl.metrics import episode_metrics, peak_memory_mb, plot_curves, read_metrics, sample_rows
+from vlrl.progress import RL_KEYS, progress_line, run_summary, show_bar
 from vlrl.models import base_model, load_model
 from vlrl.rollout import make_engine, run_episodes
 from vlrl.forward import Row
 from vlrl.skips import SkipBudget, skip_metrics, skipped_report
 from vlrl.trainer import TrainRow, build_rows, global_sum, build_turn_rows, episode_advantages, gae_advantages, start_run, update
+
+
+CURVES = ["reward/mean", "success/rate", "eval/overall"]  # reward_curve.png
 
 
 def step_seed(cfg: Config, step: int, rank: int) -> int:
@@ -142,9 +146,10 @@ def run(cfg: Config, task) -> dict:
                 extra["curriculum"] = curriculum.state_dict()
             checkpoint.save(out_dir, step, base_model(model) if cfg.model.lora.r == 0 else model, processor,
                             optimizer, scheduler, extra, keep=cfg.trainer.keep_checkpoints, **full)
-            curves = ["reward/mean", "eval/overall"]
-            plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl"), curves), curves,
-                        os.path.join(out_dir, "reward_curve.png"), title=f"{cfg.task.name}: reward")
+            plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl"), CURVES), CURVES,
+                        os.path.join(out_dir, "reward_curve.png"), title=f"{cfg.task.name}: {cfg.algo.name}",
+                        panels=[("reward (mean per step)", ["reward/mean"]),
+                                ("success rate (train) / held-out score", ["success/rate", "eval/overall"])])
         accelerator.wait_for_everyone()
 
     last: dict = {}
@@ -152,7 +157,7 @@ def run(cfg: Config, task) -> dict:
 
     progress = Progress(TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
-                        disable=not (main and cfg.trainer.progress))
+                        disable=not show_bar(main and cfg.trainer.progress))
     final = cfg.trainer.steps
     skips = SkipBudget(cfg.trainer.max_skip_fraction, cfg.trainer.skip_window)
     t_start = time.perf_counter()
@@ -203,6 +208,8 @@ def run(cfg: Config, task) -> dict:
             dt = time.perf_counter() - t0
 
             metrics = episode_metrics(episodes, cfg.algo.group_size, cfg.algo.reward_weights)
+            if episodes:  # the task's own success metric, beside the reward in logs and plots
+                metrics["success/rate"] = sum(task.episode_success(ep, cfg.task) for ep in episodes) / len(episodes)
             n_tokens = sum(len(t.response_ids) for ep in episodes for t in ep.turns)
             metrics.update(stats)
             metrics.update(skip_metrics(rollout_stats))
@@ -222,8 +229,9 @@ def run(cfg: Config, task) -> dict:
                 logger.log_samples(done, sample_rows(episodes, 4, cfg.algo.reward_weights))
             loss = metrics.get("loss", float("nan"))
             progress.update(bar, advance=1, info=f"reward {metrics['reward/mean']:.3f} loss {loss:.4f}")
-            if not cfg.trainer.progress and main and done % cfg.trainer.log_every == 0:
-                print(f"step {done} reward {metrics['reward/mean']:.4f} loss {loss:.5f} {dt:.2f}s", flush=True)
+            if progress.disable and main and (done % cfg.trainer.log_every == 0 or done == cfg.trainer.steps):
+                print(progress_line(done, cfg.trainer.steps, metrics, RL_KEYS, time.perf_counter() - t_start, done - start),
+                      flush=True)
             last = metrics
             if cfg.trainer.max_minutes and out_of_time(time.perf_counter() - t_start, cfg.trainer.max_minutes, accelerator.device):
                 final = done
@@ -244,9 +252,9 @@ def run(cfg: Config, task) -> dict:
         save(final)
     logger.close()
     if main:
-        print(f"[vlrl] done: metrics {os.path.join(out_dir, 'metrics.jsonl')}, "
-              f"checkpoint {checkpoint.checkpoint_dir(out_dir, final)}, "
-              f"curve {os.path.join(out_dir, 'reward_curve.png')}", flush=True)
+        records = read_metrics(os.path.join(out_dir, "metrics.jsonl"), [k for k, _ in RL_KEYS] + ["eval/overall"])
+        print(run_summary(records, RL_KEYS + (("eval/overall", "eval"),), time.perf_counter() - t_start, final - start,
+                          out_dir), flush=True)
     strategy.close()
     return last
 

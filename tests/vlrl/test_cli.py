@@ -58,3 +58,9 @@ def test_an_unreachable_hub_id_is_one_line():
                 HF_HUB_OFFLINE="1")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert "hub ids need network access" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_robosuite_macro_advice_is_silenced():
+    pytest.importorskip("robosuite")
+    proc = _cli("-c", "from vlrl.cli import quiet_known_noise; quiet_known_noise(); import robosuite")
+    assert proc.returncode == 0 and "macro" not in proc.stderr, proc.stderr[-2000:]
