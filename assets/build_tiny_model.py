@@ -4,7 +4,7 @@ Deterministic: the tokenizer is trained on a corpus generated here, and the weig
 fixed seed. Run: `python assets/build_tiny_model.py [--out DIR]`.
 
 The model is a real `Qwen2_5_VLForConditionalGeneration` with a tiny config. Settings follow the
-measured recipe in shared/ENVIRONMENT.md: text 2 layers x 128 (2 heads of 64), vision depth 2 x 64
+measured recipe in docs/INSTALL.md (the tiny model): text 2 layers x 128 (2 heads of 64), vision depth 2 x 64
 with full attention in every block, patch 14, merge 2, and interleaved M-RoPE (`mrope_section=[1]*32`),
 which localises ~2x faster than the chunked default when training from scratch.
 

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 EXTRAS="${VLRL_EXTRAS:-dev,lora,video,clip,sim,libero,bridge,logging,classification}"
 # torch and torchvision are pinned together in ONE pip call: a bare `torch` pulls a multi-GB CUDA
-# build, and installing torchvision later can upgrade torch (shared/ENVIRONMENT.md).
+# build, and installing torchvision later can upgrade torch (docs/INSTALL.md).
 TORCH_PINS=("torch==2.14.1" "torchvision==0.29.1")
 if [ "$(uname -m)" = "aarch64" ]; then TORCH_PINS=("torch==2.9.1" "torchvision==0.24.1"); fi
 

@@ -3,7 +3,7 @@
 Prompts are left-padded: every response then ends at the right edge and the training forward only
 needs logits for the last `L` positions. Qwen's 3-D M-RoPE positions are computed by the model from
 `attention_mask` + `mm_token_type_ids` + grids, so padding does not shift them. (Without
-`mm_token_type_ids`, transformers 5.x silently falls back to 1-D positions: see ENVIRONMENT.md.)
+`mm_token_type_ids`, transformers 5.x silently falls back to 1-D positions: see docs/INSTALL.md.)
 """
 
 from __future__ import annotations
