@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from vlrl.episode import Episode, turn_reward
-from vlrl.plots import plot_curves  # noqa: F401  (re-exported: the curves are drawn by vlrl/plots.py)
+from vlrl.plots import plot_curves, trailing_mean  # noqa: F401  (re-exported: the curves are drawn by vlrl/plots.py)
 
 
 def peak_memory_mb() -> float:
@@ -195,17 +195,4 @@ def read_metrics(path: str | os.PathLike, keys: list[str] | None = None) -> list
             if ln.strip():
                 rec = json.loads(ln)
                 out.append(rec if wanted is None else {k: rec[k] for k in wanted if k in rec})
-    return out
-
-
-def trailing_mean(values: list[float], window: int) -> list[float]:
-    """Mean of the last `window` values at each position (fewer at the start): [N] -> [N]."""
-    if window < 1:
-        raise ValueError(f"trailing_mean: window must be >= 1, got {window}")
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v
-        if i >= window:
-            total -= values[i - window]
-        out.append(total / min(i + 1, window))
     return out

@@ -9,6 +9,19 @@ SMOOTH_FROM = 20  # series with at least this many points get a trailing mean on
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
 
 
+def trailing_mean(values: list[float], window: int) -> list[float]:
+    """Mean of the last `window` values at each position (fewer at the start): [N] -> [N]."""
+    if window < 1:
+        raise ValueError(f"trailing_mean: window must be >= 1, got {window}")
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
 def smoothing_window(n: int) -> int:
     """Points in the trailing mean of an n-point series: about a twentieth of the run (1 = no smoothing)."""
     return max(1, n // 20) if n >= SMOOTH_FROM else 1
@@ -25,7 +38,6 @@ def curve_figure(records: list[dict], panels: list[tuple[str, list[str]]], title
     from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
     from matplotlib.ticker import MaxNLocator
 
-    from vlrl.metrics import trailing_mean
 
     shown = [(label, keys) for label, keys in panels if any(_series(records, k)[0] for k in keys)]
     if not shown:
