@@ -4,7 +4,11 @@ The model answers a box ``[x1, y1, x2, y2]`` in absolute pixels of the image it 
 smart-resized "model frame"), as JSON: ``[{"bbox_2d": [x1, y1, x2, y2], "label": ...}]``, possibly
 inside a ```json fence, after an optional ``<think>...</think>`` block. Also accepted: a bare object
 ``{"bbox_2d": [...]}``, a bare list of 4 numbers, and a point (``{"point_2d": [x, y]}`` or a bare
-list of 2 numbers) for click evaluation. The first box (or point) found is used.
+list of 2 numbers) for click evaluation. The first box (or point) found is used. That lenient reading is for
+evaluation; training rewards can ask for the prompted format only (``strict=True``: the answer, after an optional
+think block, is exactly a JSON list whose first object has ``bbox_2d`` with 4 numbers, optionally in a fence), so RL
+never learns a format the prompt did not ask for. A box the lenient reader finds in another format then scores 0
+with reason ``"format"``.
 
 Raw terms (each in [0, 1]) and their default weights (max total 1.375):
 
@@ -165,6 +169,25 @@ def parse_prediction(text: str) -> Prediction | None:
     return None
 
 
+def parse_strict(text: str, think: bool = False) -> Prediction | None:
+    """The box of an answer in the prompted format only: ``[{"bbox_2d": [x1, y1, x2, y2], ...}, ...]`` (first
+    object's box) as the whole answer, optionally inside one ```json fence; with `think`, after a
+    ``<think>...</think>`` block. None for anything else (another key, a bare list, a point, extra text)."""
+    if not isinstance(text, str) or (think and "</think>" not in text):
+        return None
+    answer = _answer_part(text).strip()
+    fenced = _FENCE.fullmatch(answer)
+    try:
+        value = json.loads(fenced.group(1) if fenced else answer)
+    except ValueError:
+        return None
+    first = value[0] if isinstance(value, list) and value else None
+    box = first.get("bbox_2d") if isinstance(first, dict) else None
+    if isinstance(box, list) and len(box) == 4 and all(_is_number(x) for x in box):
+        return Prediction("box", _floats(box))
+    return None
+
+
 def parse_box(text: str) -> list[float] | None:
     """The first ``[x1, y1, x2, y2]`` box in a model answer, or None (points are not boxes)."""
     p = parse_prediction(text)
@@ -258,9 +281,17 @@ def evaluate_prediction(pred: Prediction | None, gt_box, image_size) -> Evaluati
     return Evaluation(hit=hit, iou=overlap, box=box_score(clipped, gt, (w, h)), reason=reason, pred=p)
 
 
-def evaluate(completion: str, gt_box, image_size) -> Evaluation:
-    """Parse `completion` and compute the raw terms against `gt_box` in a (W, H) frame."""
-    return evaluate_prediction(parse_prediction(completion), gt_box, image_size)
+def evaluate(completion: str, gt_box, image_size, strict: bool = False, think: bool = False) -> Evaluation:
+    """Parse `completion` and compute the raw terms against `gt_box` in a (W, H) frame. `strict`: only the
+    prompted format counts (`parse_strict`; `think`: a think block is required); a box readable only leniently
+    scores 0 with reason "format"."""
+    if not strict:
+        return evaluate_prediction(parse_prediction(completion), gt_box, image_size)
+    pred = parse_strict(completion, think)
+    if pred is None and parse_prediction(completion) is not None:
+        check_gt_box(gt_box, image_size)
+        return Evaluation(reason="format")
+    return evaluate_prediction(pred, gt_box, image_size)
 
 
 def score(
@@ -269,6 +300,7 @@ def score(
     image_size,
     weights: dict[str, float] | None = None,
     terms=TERMS,
+    strict: bool = False,
 ) -> dict[str, Any]:
     """Weighted GUI-G1 rewards for one answer.
 
@@ -278,11 +310,12 @@ def score(
         image_size: ``(W, H)`` of that frame.
         weights: per-term weights, merged over DEFAULT_WEIGHTS (hit 1, iou 0.25, box 0.125).
         terms: which terms to return (others are omitted).
+        strict: score only the prompted format (see `evaluate`).
 
     Returns:
         ``{"hit": w*hit, "iou": w*iou, "box": w*box, "reason": str | None}``.
     """
-    ev = evaluate(completion, gt_box, image_size)
+    ev = evaluate(completion, gt_box, image_size, strict=strict)
     out: dict[str, Any] = ev.weighted(weights, terms)
     out["reason"] = ev.reason
     return out

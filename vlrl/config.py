@@ -1,6 +1,6 @@
 """Typed configs behind the Hydra tree in configs/.
 
-Every field has a one-line help string (shown by `python vlrl/train.py --help-fields`). Types are
+Every field has a one-line help string (shown by `python vlrl/train.py --help`, vlrl/cli.py). Types are
 enforced by OmegaConf when the YAML is merged onto these dataclasses, and values are checked in
 `__post_init__`; either way the error names the field (e.g. `trainer.lr`).
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import importlib
 import os
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,11 @@ def opt(default: Any, help: str):
     if isinstance(default, (list, dict)) or is_dataclass(default):
         return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": help})
     return field(default=default, metadata={"help": help})
+
+
+class UsageError(ValueError):
+    """A mistake in how a run was asked for (a missing model, a run folder in use, ...): the entry points print it
+    as one line (vlrl/cli.py)."""
 
 
 def _check(cond: bool, name: str, msg: str) -> None:
@@ -154,8 +159,12 @@ class TrainerConfig:
     weight_decay: float = opt(0.0, "AdamW weight decay")
     adam_betas: list[float] = opt([0.9, 0.999], "AdamW betas")
     max_grad_norm: float = opt(1.0, "gradient clipping norm; 0 disables")
-    output_dir: str = opt("outputs/run", "run directory: metrics, samples, checkpoints, plots")
-    resume: str = opt("none", "none | auto (latest checkpoint in output_dir) | path to a checkpoint")
+    output_dir: str = opt("outputs/run", "run directory: metrics, samples, checkpoints, plots (a folder holding another "
+                                         "run is refused: see resume, overwrite)")
+    resume: str = opt("none", "none | auto (latest checkpoint in output_dir, refused when written by another run: "
+                              "model.path, task or algo differ) | path to a checkpoint")
+    overwrite: bool = opt(False, "replace the run already in output_dir (its metrics, checkpoints, plots); "
+                                 "false: such a folder is refused unless this run continues it (resume)")
     save_every: int = opt(50, "checkpoint every N steps (and at the end); 0 = only at the end")
     keep_checkpoints: int = opt(2, "how many recent checkpoints to keep; 0 = all")
     log_every: int = opt(1, "log metrics every N steps")
@@ -184,6 +193,9 @@ class TrainerConfig:
         _one_of(self.lr_schedule, "trainer.lr_schedule", ("constant", "cosine", "linear"))
         _check(len(self.adam_betas) == 2, "trainer.adam_betas", "needs two values")
         _check(self.warmup_steps >= 0, "trainer.warmup_steps", "must be >= 0")
+        _check(self.output_dir.strip() != "", "trainer.output_dir", "required: name this run's folder (trainer.output_dir=DIR)")
+        _check(not (self.overwrite and self.resume != "none"), "trainer.overwrite",
+               "starts the run over: set trainer.resume=none with it")
         _check(self.save_every >= 0, "trainer.save_every", "must be >= 0 (0 = only at the end)")
         _check(self.keep_checkpoints >= 0, "trainer.keep_checkpoints", "must be >= 0 (0 = keep all)")
         _check(self.log_every >= 1, "trainer.log_every", "must be >= 1")
@@ -205,7 +217,8 @@ class TrainerConfig:
 
 @dataclass
 class EvalConfig:
-    output: str = opt("", "report path (.json); a Markdown table is written beside it; default: <output_dir>/eval.json")
+    output: str = opt("", "report path (.json); a Markdown table is written beside it; default: beside the model's "
+                          "folder, <model.path>.eval-<task>-<split>.json (required for a hub id)")
     split: str = opt("eval", "which split of the task to evaluate")
     num_examples: int = opt(0, "examples to evaluate; 0 = the task's default (all records, or 1000 for generators)")
     batch_size: int = opt(32, "prompts per generate call")
@@ -324,8 +337,9 @@ def compose(overrides: list[str] | None = None, config_name: str = "config") -> 
         try:
             raw = hydra_compose(config_name=config_name, overrides=overrides + (["~task"] if task_path else []))
         except ConfigCompositionException as e:
-            cause = f": {e.__cause__}" if e.__cause__ else ""
-            raise ValueError(f"invalid config: {e}{cause}") from None
+            from vlrl.suggest import composition_error
+
+            raise ValueError(composition_error(e, overrides, lambda rest: compose(rest, config_name))) from None
     if task_path:
         yaml = task_yaml(task_path)
         node = OmegaConf.load(yaml) if yaml.exists() else OmegaConf.create({})
@@ -347,16 +361,24 @@ def validate(raw: DictConfig) -> tuple[Config, Any]:
     raw = copy.deepcopy(raw)
     task_raw = raw.get("task")
     task_mod = load_task(import_task(task_raw))
+    from omegaconf.errors import ConfigKeyError
+
+    prefix = ""
     try:
         schema = OmegaConf.structured(Config)
         # A plain container: a node typed by the composition schema would let force-added keys through.
         plain = OmegaConf.to_container(raw, resolve=True)
         with_task = OmegaConf.merge(schema, {k: v for k, v in plain.items() if k != "task"})
         cfg: Config = OmegaConf.to_object(with_task)
-        task_schema = OmegaConf.structured(task_mod.Config)
+        prefix, task_schema = "task.", OmegaConf.structured(task_mod.Config)
         task_cfg = OmegaConf.to_object(OmegaConf.merge(task_schema, task_raw))
     except OmegaConfBaseException as e:
-        key = getattr(e, "full_key", None)
+        key = f"{prefix}{getattr(e, 'full_key', None)}"
+        if isinstance(e, ConfigKeyError):  # a field the schema does not have
+            from vlrl.suggest import unknown_field
+
+            known = OmegaConf.merge(OmegaConf.structured(Config), {"task": OmegaConf.structured(task_mod.Config)})
+            raise ValueError(unknown_field(key, known)) from None
         raise ValueError(f"invalid config value for '{key}': {e.msg if hasattr(e, 'msg') else e}") from None
     cfg.task = task_cfg
     return cfg, task_mod
@@ -373,16 +395,3 @@ def resolve_path(path: str) -> str:
         return path
     candidate = REPO_ROOT / path
     return str(candidate) if candidate.exists() else path
-
-
-def field_help(cls=Config, prefix: str = "") -> list[str]:
-    """One line per leaf field: `name = default  # help`."""
-    lines = []
-    for f in fields(cls):
-        name = f"{prefix}{f.name}"
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
-        if is_dataclass(default):
-            lines.extend(field_help(type(default), name + "."))
-        else:
-            lines.append(f"{name} = {default!r}  # {f.metadata.get('help', '')}")
-    return lines

@@ -1,5 +1,9 @@
 """Evaluate a checkpoint on a task's held-out data:
-`python vlrl/evaluate.py task=NAME model.path=CHECKPOINT eval.output=REPORT.json [overrides]`.
+`python vlrl/evaluate.py task=NAME model.path=CHECKPOINT eval.output=REPORT.json [overrides]`
+(`--cfg job`: the resolved config, nothing run; `--help`: every field with its effective value).
+
+Prints which model it scores. Without `eval.output` the report goes beside the model's folder, named after the
+model, task and split (`CHECKPOINT.eval-TASK-SPLIT.json`); a hub id needs `eval.output`.
 
 Writes the task's report as JSON (plus a Markdown table when the task provides one, also printed, and
 annotated examples when `eval.dump_images > 0` and the task supports it). A task with a step limit
@@ -21,9 +25,8 @@ import time
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
-from vlrl.config import Config, compose, validate
+from vlrl.config import Config, UsageError, resolve_path
 from vlrl.models import load_model, load_processor
 from vlrl.rollout import make_engine, run_episodes
 from vlrl.skips import skipped_report
@@ -94,6 +97,18 @@ def check_max_turns(cfg: Config, task) -> None:
                          f"{need} steps an episode of task {cfg.task.name!r} may take; set rollout.max_turns={need}")
 
 
+def default_output(cfg: Config) -> str:
+    """Where the report goes without `eval.output`: beside the model's folder, named after the model, task and split
+    (`runs/x/checkpoints/step_0000100.eval-gui_grounding-eval.json`), so it never lands in another run's folder.
+    A model that is not a local folder (a hub id) needs eval.output."""
+    path = resolve_path(cfg.model.path)
+    if not os.path.isdir(path):
+        raise UsageError(f"invalid config value for 'eval.output': required when model.path ({cfg.model.path!r}) is not "
+                         "a local folder (the report is otherwise written beside the model's folder)")
+    folder = Path(path).resolve()
+    return str(folder.parent / f"{folder.name}.eval-{cfg.task.name}-{cfg.eval.split}.json")
+
+
 def write_report(report: dict, episodes: list, cfg: Config, task, output: str) -> Path:
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -105,20 +120,25 @@ def write_report(report: dict, episodes: list, cfg: Config, task, output: str) -
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if "--cfg" in args:
-        raw = compose([a for a in args if a not in ("--cfg", "job")])
-        validate(raw)
-        print(OmegaConf.to_yaml(raw, resolve=True))
-        return
-    cfg, task = validate(compose(args))
-    output = cfg.eval.output or os.path.join(cfg.trainer.output_dir, "eval.json")
+    from vlrl import cli
+
+    cli.main(__doc__, sys.argv[1:] if argv is None else argv, score)
+
+
+def score(cfg: Config, task, overrides: list[str]) -> dict:
+    """Evaluate, write and print the report (what `python vlrl/evaluate.py ...` does) -> the report."""
+    output = cfg.eval.output or default_output(cfg)
+    given = any(a.split("=", 1)[0].lstrip("+~") in ("model", "model.path") for a in overrides)
+    print(f"[vlrl] evaluating model {resolve_path(cfg.model.path)}"
+          + ("" if given else " (model.path not given: the config's default policy)")
+          + f" on task={cfg.task.name} split={cfg.eval.split} -> {output}", flush=True)
     report, episodes = evaluate(cfg, task)
     path = write_report(report, episodes, cfg, task, output)
     summary = {k: v for k, v in report.items() if isinstance(v, (int, float))}
     print(json.dumps(summary))
     print(task.markdown(report, cfg.task))
     print(f"[vlrl] report: {path}")
+    return report
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Run logging: JSONL always, TensorBoard / wandb on request, sample tables, and a reward-curve PNG."""
+"""Run logging: JSONL always, TensorBoard / wandb on request (scalars, and sample completions as a table), and the
+curves' data (the PNGs are drawn by vlrl/plots.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import torch
 
 from vlrl.episode import Episode, turn_reward
+from vlrl.plots import plot_curves, trailing_mean  # noqa: F401  (re-exported: the curves are drawn by vlrl/plots.py)
 
 
 def peak_memory_mb() -> float:
@@ -78,26 +80,38 @@ def episode_metrics(episodes: list[Episode], group_size: int, weights: dict[str,
     return m
 
 
+def prompt_text(observation) -> str:
+    """The last message of an observation as text (images as `<image>`)."""
+    prompt = ""
+    for msg in observation.messages:
+        content = msg["content"]
+        prompt = content if isinstance(content, str) else " ".join(c.get("text", f"<{c['type']}>") for c in content)
+    return prompt
+
+
 def sample_rows(episodes: list[Episode], n: int, weights: dict[str, float] | None) -> list[dict]:
     """A few prompt / response / reward rows for a person to read."""
     rows = []
     step = max(1, len(episodes) // max(1, n))
     for ep in episodes[::step][:n]:
         turn = ep.turns[0]
-        prompt = ""
-        for msg in turn.observation.messages:
-            content = msg["content"]
-            prompt = content if isinstance(content, str) else " ".join(c.get("text", f"<{c['type']}>") for c in content)
         rows.append(
             {
                 "group": ep.group_id,
-                "prompt": prompt[-200:],
+                "prompt": prompt_text(turn.observation)[-200:],
                 "response": turn.response_text[:200],
                 "reward": turn_reward(turn.rewards, weights),
                 "rewards": {k: v for k, v in turn.rewards.items()},
             }
         )
     return rows
+
+
+def sample_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """Sample rows (dicts) -> (columns, cells as text): the keys of the first row, nested values as JSON."""
+    columns = list(rows[0])
+    cells = [[v if isinstance(v, str) else json.dumps(v) for v in (row.get(c) for c in columns)] for row in rows]
+    return columns, cells
 
 
 class RunLogger:
@@ -144,11 +158,21 @@ class RunLogger:
             self.wandb.log(metrics, step=step)
 
     def log_samples(self, step: int, rows: list[dict]) -> None:
-        if not self.enabled:
+        """A few completions: samples.jsonl, and a table in TensorBoard (text, Markdown) and wandb (wandb.Table)."""
+        if not self.enabled or not rows:
             return
         with open(self.dir / "samples.jsonl", "a") as f:
             for row in rows:
                 f.write(json.dumps({"step": step, **row}) + "\n")
+        columns, cells = sample_table(rows)
+        if self.tb is not None:
+            head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
+            body = "".join("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in r) + " |\n" for r in cells)
+            self.tb.add_text("samples", head + body, step)
+        if self.wandb is not None:
+            import wandb
+
+            self.wandb.log({"samples": wandb.Table(columns=columns, data=cells)}, step=step)
 
     def close(self) -> None:
         if self.tb is not None:
@@ -172,75 +196,3 @@ def read_metrics(path: str | os.PathLike, keys: list[str] | None = None) -> list
                 rec = json.loads(ln)
                 out.append(rec if wanted is None else {k: rec[k] for k in wanted if k in rec})
     return out
-
-
-def trailing_mean(values: list[float], window: int) -> list[float]:
-    """Mean of the last `window` values at each position (fewer at the start): [N] -> [N]."""
-    if window < 1:
-        raise ValueError(f"trailing_mean: window must be >= 1, got {window}")
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v
-        if i >= window:
-            total -= values[i - window]
-        out.append(total / min(i + 1, window))
-    return out
-
-
-def _faded(hex_color: str, keep: float = 0.3) -> str:
-    """The colour mixed with white (only `keep` of it left)."""
-    rgb = [int(hex_color[i:i + 2], 16) for i in (1, 3, 5)]
-    return "#" + "".join(f"{round(255 - keep * (255 - c)):02x}" for c in rgb)
-
-
-def plot_curves(records: list[dict], keys: list[str], out: str | os.PathLike, title: str = "") -> bool:
-    """Line chart of metrics over steps as a PNG (PIL only). Returns False when there is nothing to plot.
-
-    A series longer than 60 points is drawn faded, with its trailing mean over len/30 points on
-    top: per-step RL rewards are too noisy to show a trend by themselves.
-    """
-    from PIL import Image, ImageDraw
-
-    series = []
-    for key in keys:
-        pts = [(r["step"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
-        if pts:
-            series.append((key, pts))
-    if not series:
-        return False
-    W, H, pad = 720, 420, 56
-    img = Image.new("RGB", (W, H), "white")
-    d = ImageDraw.Draw(img)
-    xs = [x for _, pts in series for x, _ in pts]
-    ys = [y for _, pts in series for _, y in pts]
-    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
-    y0, y1 = min(ys), max(ys) if max(ys) > min(ys) else min(ys) + 1
-
-    def to_px(x, y):
-        return pad + (x - x0) / (x1 - x0) * (W - 2 * pad), H - pad - (y - y0) / (y1 - y0) * (H - 2 * pad)
-
-    d.rectangle([pad, pad, W - pad, H - pad], outline="black")
-    for i in range(5):
-        yv = y0 + (y1 - y0) * i / 4
-        _, py = to_px(x0, yv)
-        d.line([pad - 4, py, pad, py], fill="black")
-        d.text((4, py - 6), f"{yv:.3g}", fill="black")
-        xv = x0 + (x1 - x0) * i / 4
-        px, _ = to_px(xv, y0)
-        d.line([px, H - pad, px, H - pad + 4], fill="black")
-        d.text((px - 10, H - pad + 8), f"{xv:.0f}", fill="black")
-    d.text((W // 2 - 20, H - 20), "step", fill="black")
-    d.text((pad, 10), title, fill="black")
-    colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
-    for i, (key, pts) in enumerate(series):
-        c = colors[i % len(colors)]
-        label = key
-        if len(pts) > 60:
-            window = len(pts) // 30
-            d.line([to_px(x, y) for x, y in pts], fill=_faded(c), width=1)
-            pts = list(zip([x for x, _ in pts], trailing_mean([y for _, y in pts], window)))
-            label = f"{key} (mean of last {window})"
-        d.line([to_px(x, y) for x, y in pts], fill=c, width=2)
-        d.text((W - pad - 260, pad + 6 + 14 * i), label, fill=c)
-    img.save(out)
-    return True

@@ -12,7 +12,7 @@ import os
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
-from vlrl.config import ModelConfig, resolve_path
+from vlrl.config import ModelConfig, UsageError, resolve_path
 
 
 def pick_dtype(name: str, device: torch.device) -> torch.dtype:
@@ -21,14 +21,43 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype:
     return getattr(torch, name)
 
 
+def looks_like_hub_id(path: str) -> bool:
+    """`org/name` (one slash, no leading `/`, `.` or `~`): what the Hugging Face hub accepts as a model id."""
+    return path.count("/") == 1 and not path.startswith(("/", ".", "~")) and all(path.split("/"))
+
+
+def check_model_path(path: str) -> None:
+    """Refuse, with one clear message, a `model.path` that is neither a local folder nor a possible hub id."""
+    local = resolve_path(path)
+    if os.path.isdir(local):
+        return
+    if os.path.exists(local) or not looks_like_hub_id(path):
+        what = "is a file, not a model folder" if os.path.exists(local) else "does not exist"
+        raise UsageError(f"model.path={path!r} {what} (a relative path is looked up in the current directory, then "
+                         "in the repository; a Hugging Face hub id is ORG/NAME and needs network access)")
+
+
+def _from_pretrained(load, path: str, **kwargs):
+    """`load(path, **kwargs)` (a transformers from_pretrained); a hub id that cannot be fetched -> UsageError."""
+    check_model_path(path)
+    if os.path.isdir(resolve_path(path)):
+        return load(resolve_path(path), **kwargs)
+    try:
+        return load(path, **kwargs)
+    except OSError as e:
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        raise UsageError(f"model.path={path!r} is not a local folder, and fetching it from the Hugging Face hub failed "
+                         f"({first}); hub ids need network access (or the files in the local cache)") from None
+
+
 def load_processor(cfg: ModelConfig):
-    path = resolve_path(cfg.path)
+    path = cfg.path
     kwargs = {}
     if cfg.min_pixels is not None:
         kwargs["min_pixels"] = cfg.min_pixels
     if cfg.max_pixels is not None:
         kwargs["max_pixels"] = cfg.max_pixels
-    processor = AutoProcessor.from_pretrained(path, **kwargs)
+    processor = _from_pretrained(AutoProcessor.from_pretrained, path, **kwargs)
     if cfg.min_pixels is not None or cfg.max_pixels is not None:
         # Some processor versions ignore the kwargs on load: set them explicitly.
         ip = processor.image_processor
@@ -54,9 +83,8 @@ def load_model(cfg: ModelConfig, device: torch.device | str = "cpu", trainable: 
         # A LoRA checkpoint: its base model, then the saved adapter on top.
         with open(adapter) as f:
             path = resolve_path(json.load(f)["base_model_name_or_path"])
-    model = AutoModelForImageTextToText.from_pretrained(
-        path, dtype=pick_dtype(cfg.dtype, device), attn_implementation=cfg.attn_implementation
-    )
+    model = _from_pretrained(AutoModelForImageTextToText.from_pretrained, path, dtype=pick_dtype(cfg.dtype, device),
+                             attn_implementation=cfg.attn_implementation)
     model.to(device)
     if os.path.exists(adapter):
         from peft import PeftModel

@@ -3,8 +3,8 @@
 Also `accelerate launch vlrl/train.py ...` (one process per device; on a CPU machine use
 `--config_file configs/accelerate/cpu_2proc.yaml`, fsdp2_cpu_2proc.yaml for FSDP2 or
 deepspeed_zero3_cpu_2proc.yaml for DeepSpeed ZeRO-3) and the
-`vlrl-train` console script. `--cfg job` prints the resolved config,
-`--help-fields` every field with its help.
+`vlrl-train` console script. `--cfg job` prints the resolved config, `--help` (or `--help-fields`)
+every field with its effective value and help (with `task=NAME`, the task's fields too).
 
 The loop, per step: sample prompts -> roll out G episodes each -> score -> advantages -> update.
 """
@@ -27,10 +27,12 @@ import torch
 from omegaconf import OmegaConf
 
 from vlrl import checkpoint
-from vlrl.config import Config, compose, field_help, validate
+from vlrl.cli import parse_cli  # noqa: F401  (re-exported: vlrl.train.parse_cli)
+from vlrl.config import Config
 from vlrl.critic import episode_values, make_critic
 from vlrl.curriculum import SeedCurriculum
 from vlrl.metrics import episode_metrics, peak_memory_mb, plot_curves, read_metrics, sample_rows
+from vlrl.progress import RL_KEYS, progress_line, run_summary, show_bar
 from vlrl.models import base_model, load_model
 from vlrl.rollout import make_engine, run_episodes
 from vlrl.forward import Row
@@ -38,20 +40,7 @@ from vlrl.skips import SkipBudget, skip_metrics, skipped_report
 from vlrl.trainer import TrainRow, build_rows, global_sum, build_turn_rows, episode_advantages, gae_advantages, start_run, update
 
 
-def parse_cli(argv: list[str]) -> tuple[list[str], str | None]:
-    """Hydra-style overrides plus our two flags: `--cfg job` and `--help-fields`."""
-    overrides, mode = [], None
-    it = iter(argv)
-    for arg in it:
-        if arg == "--cfg":
-            mode = "cfg:" + next(it, "job")
-        elif arg.startswith("--cfg="):
-            mode = "cfg:" + arg.split("=", 1)[1]
-        elif arg in ("--help-fields", "-h", "--help"):
-            mode = "help"
-        else:
-            overrides.append(arg)
-    return overrides, mode
+CURVES = ["reward/mean", "success/rate", "eval/overall"]  # reward_curve.png
 
 
 def step_seed(cfg: Config, step: int, rank: int) -> int:
@@ -101,14 +90,17 @@ def pad_row(episodes) -> TrainRow | None:
 
 
 def evaluate_policy(engine, task, cfg: Config, n: int, batch_size: int) -> tuple[dict, list]:
-    """Greedy episodes on the held-out split -> the task's report."""
+    """Episodes on `cfg.eval.split` (greedy per `eval.greedy`; sampled ones seeded by `eval.seed` without
+    disturbing the training RNG) -> the task's report."""
     episodes, stats = [], {}
-    for start in range(0, n, batch_size):
-        seeds = list(range(start, min(n, start + batch_size)))
-        episodes.extend(
-            run_episodes(engine, lambda: task.make_env(cfg.task, "eval"), seeds, 1, cfg.rollout.max_turns, greedy=True,
-                         stats=stats)
-        )
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if torch.cuda.is_available() else []):
+        torch.manual_seed(cfg.eval.seed)
+        for start in range(0, n, batch_size):
+            seeds = list(range(start, min(n, start + batch_size)))
+            episodes.extend(
+                run_episodes(engine, lambda: task.make_env(cfg.task, cfg.eval.split), seeds, 1, cfg.rollout.max_turns,
+                             greedy=cfg.eval.greedy, stats=stats)
+            )
     return task.report(episodes, cfg.task, skipped=skipped_report(stats)), episodes
 
 
@@ -147,16 +139,17 @@ def run(cfg: Config, task) -> dict:
     def save(step: int):
         full = strategy.full_state(model, optimizer)  # sharded: collectives, every process takes part, rank 0 writes
         if main:
-            extra = {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg))}
+            extra = {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg)), "entry_point": "train"}
             if critic is not None:
                 extra.update(critic=critic.state_dict(), critic_optimizer=critic_optimizer.state_dict())
             if curriculum is not None:
                 extra["curriculum"] = curriculum.state_dict()
             checkpoint.save(out_dir, step, base_model(model) if cfg.model.lora.r == 0 else model, processor,
                             optimizer, scheduler, extra, keep=cfg.trainer.keep_checkpoints, **full)
-            curves = ["reward/mean", "eval/overall"]
-            plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl"), curves), curves,
-                        os.path.join(out_dir, "reward_curve.png"), title=f"{cfg.task.name}: reward")
+            plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl"), CURVES), CURVES,
+                        os.path.join(out_dir, "reward_curve.png"), title=f"{cfg.task.name}: {cfg.algo.name}",
+                        panels=[("reward (mean per step)", ["reward/mean"]),
+                                ("success rate (train) / held-out score", ["success/rate", "eval/overall"])])
         accelerator.wait_for_everyone()
 
     last: dict = {}
@@ -164,7 +157,7 @@ def run(cfg: Config, task) -> dict:
 
     progress = Progress(TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
-                        disable=not (main and cfg.trainer.progress))
+                        disable=not show_bar(main and cfg.trainer.progress))
     final = cfg.trainer.steps
     skips = SkipBudget(cfg.trainer.max_skip_fraction, cfg.trainer.skip_window)
     t_start = time.perf_counter()
@@ -179,7 +172,7 @@ def run(cfg: Config, task) -> dict:
             else:
                 seeds = prompt_seeds(cfg, step, rank, world)
             rollout_stats: dict = {}
-            with strategy.gathered(model):  # sharded: ragged rollouts cannot run sharded forwards
+            with strategy.gathered(model), strategy.autocast():  # sharded: ragged rollouts cannot run sharded forwards
                 episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns,
                                         stats=rollout_stats)
             # Every process takes the same decision from the global counts (none stops alone).
@@ -195,7 +188,7 @@ def run(cfg: Config, task) -> dict:
             keep = informative(episodes, cfg) if cfg.algo.filter_groups else [True] * len(episodes)
             sel = [i for i, k in enumerate(keep) if k]
             if critic is not None:  # PPO: per-turn GAE advantages from the critic's values
-                with strategy.gathered(model):
+                with strategy.gathered(model), strategy.autocast():
                     values, bootstrap = episode_values(critic, processor, [episodes[i] for i in sel])
                 advs, returns = gae_advantages([episodes[i] for i in sel], cfg.algo, values, bootstrap)
                 rows = build_turn_rows([episodes[i] for i in sel], advs, values, returns)
@@ -215,6 +208,8 @@ def run(cfg: Config, task) -> dict:
             dt = time.perf_counter() - t0
 
             metrics = episode_metrics(episodes, cfg.algo.group_size, cfg.algo.reward_weights)
+            if episodes:  # the task's own success metric, beside the reward in logs and plots
+                metrics["success/rate"] = sum(task.episode_success(ep, cfg.task) for ep in episodes) / len(episodes)
             n_tokens = sum(len(t.response_ids) for ep in episodes for t in ep.turns)
             metrics.update(stats)
             metrics.update(skip_metrics(rollout_stats))
@@ -225,7 +220,7 @@ def run(cfg: Config, task) -> dict:
             })
             done = step + 1
             if cfg.trainer.eval_every and done % cfg.trainer.eval_every == 0 and cfg.trainer.eval_examples:
-                with strategy.gathered(model):
+                with strategy.gathered(model), strategy.autocast():
                     report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
                 metrics.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
             if done % cfg.trainer.log_every == 0 or done == cfg.trainer.steps:
@@ -234,8 +229,9 @@ def run(cfg: Config, task) -> dict:
                 logger.log_samples(done, sample_rows(episodes, 4, cfg.algo.reward_weights))
             loss = metrics.get("loss", float("nan"))
             progress.update(bar, advance=1, info=f"reward {metrics['reward/mean']:.3f} loss {loss:.4f}")
-            if not cfg.trainer.progress and main and done % cfg.trainer.log_every == 0:
-                print(f"step {done} reward {metrics['reward/mean']:.4f} loss {loss:.5f} {dt:.2f}s", flush=True)
+            if progress.disable and main and (done % cfg.trainer.log_every == 0 or done == cfg.trainer.steps):
+                print(progress_line(done, cfg.trainer.steps, metrics, RL_KEYS, time.perf_counter() - t_start, done - start),
+                      flush=True)
             last = metrics
             if cfg.trainer.max_minutes and out_of_time(time.perf_counter() - t_start, cfg.trainer.max_minutes, accelerator.device):
                 final = done
@@ -248,7 +244,7 @@ def run(cfg: Config, task) -> dict:
                 save(done)
 
     if cfg.trainer.eval_examples and not cfg.trainer.eval_every:
-        with strategy.gathered(model):
+        with strategy.gathered(model), strategy.autocast():
             report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
         last.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
         logger.log(final, {f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
@@ -256,28 +252,18 @@ def run(cfg: Config, task) -> dict:
         save(final)
     logger.close()
     if main:
-        print(f"[vlrl] done: metrics {os.path.join(out_dir, 'metrics.jsonl')}, "
-              f"checkpoint {checkpoint.checkpoint_dir(out_dir, final)}, "
-              f"curve {os.path.join(out_dir, 'reward_curve.png')}", flush=True)
+        records = read_metrics(os.path.join(out_dir, "metrics.jsonl"), [k for k, _ in RL_KEYS] + ["eval/overall"])
+        print(run_summary(records, RL_KEYS + (("eval/overall", "eval"),), time.perf_counter() - t_start, final - start,
+                          out_dir), flush=True)
     strategy.close()
     return last
 
 
 def main(argv: list[str] | None = None) -> None:
-    overrides, mode = parse_cli(sys.argv[1:] if argv is None else argv)
-    if mode == "help":
-        print(__doc__)
-        print("\n".join(field_help()))
-        print("task.* fields: see tasks/<name>/__init__.py (Config)")
-        return
-    raw = compose(overrides)
-    if mode and mode.startswith("cfg"):
-        cfg, _ = validate(raw)  # a bad value fails here too
-        print(OmegaConf.to_yaml(raw, resolve=True))
-        return
-    cfg, task = validate(raw)
-    result = run(cfg, task)
-    if os.environ.get("VLRL_PRINT_RESULT"):
+    from vlrl import cli
+
+    result = cli.main(__doc__, sys.argv[1:] if argv is None else argv, lambda cfg, task, _: run(cfg, task))
+    if result is not None and os.environ.get("VLRL_PRINT_RESULT"):
         print(json.dumps({k: v for k, v in result.items() if isinstance(v, (int, float))}))
 
 

@@ -17,14 +17,14 @@ from typing import Protocol
 import torch
 import torch.distributed as dist
 
-from vlrl import checkpoint
+from vlrl import checkpoint, runs
 from vlrl.algos import aggregate, gae, group_advantages, loss_terms, value_loss
 from vlrl.config import AlgoConfig, Config, RolloutConfig, TrainerConfig
 from vlrl.episode import Episode, turn_reward
 from vlrl.forward import Row, response_logprobs, right_aligned
 from vlrl.metrics import RunLogger
 from vlrl.models import load_model, load_processor
-from vlrl.parallel import DataParallel, Strategy, make_strategy
+from vlrl.parallel import DataParallel, Strategy, make_strategy, model_config
 
 
 @dataclass
@@ -65,20 +65,32 @@ class UpdateConfig(Protocol):
     rollout: RolloutConfig  # max_new_tokens (dr_grpo's max completion length) and temperature
 
 
-def start_run(cfg: Config, total_updates: int, can_shard: bool = False) -> Run:
+def start_run(cfg: Config, total_updates: int, can_shard: bool = False, entry_point: str = "train") -> Run:
     """Processes, parallel strategy, seeds, model (from the checkpoint when resuming), optimizer, scheduler
     and logger. The strategy is chosen from the `accelerate launch` environment (vlrl.parallel.make_strategy;
-    `can_shard`: whether the entry point supports a sharded policy)."""
+    `can_shard`: whether the entry point supports a sharded policy). The output folder is checked first
+    (vlrl/runs.py: resume=auto continues only the same run; another run's folder needs trainer.overwrite);
+    `entry_point`: "train" or "sft", the kind of run its checkpoints record."""
     from accelerate.utils import set_seed
     from omegaconf import OmegaConf
 
     strategy = make_strategy(cfg, can_shard)
+    out_dir = cfg.trainer.output_dir
+    resume_from = checkpoint.find_resume(out_dir, cfg.trainer.resume)
+    state = checkpoint.load_state(resume_from) if resume_from is not None else None
+    if state is not None and cfg.trainer.resume == "auto":
+        runs.check_resume(state, resume_from, cfg, entry_point)
+    previous = runs.check_output_dir(cfg, resume_from)
+    strategy.accelerator.wait_for_everyone()  # every process has looked before the main one changes the folder
+    if strategy.accelerator.is_main_process:
+        runs.remove_run(out_dir, previous)
+    # What the launch asks of the weights (float32 masters under bf16 autocast, activation checkpointing), on the
+    # run's config: the reference model and a separate critic load the same way, and config.yaml records it.
+    cfg.model = model_config(cfg.model, strategy)
     accelerator = strategy.accelerator
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
     set_seed(cfg.trainer.seed)
-    out_dir = cfg.trainer.output_dir
-    resume_from = checkpoint.find_resume(out_dir, cfg.trainer.resume)
     model_cfg = cfg.model if resume_from is None else dataclasses.replace(cfg.model, path=str(resume_from))
     processor = load_processor(model_cfg)
     model = strategy.shard(load_model(model_cfg, accelerator.device))  # before the optimizer sees the parameters
@@ -86,8 +98,7 @@ def start_run(cfg: Config, total_updates: int, can_shard: bool = False) -> Run:
     scheduler = make_scheduler(optimizer, cfg.trainer, total_updates)
     strategy.wrap(model, optimizer)
     start = 0
-    if resume_from is not None:
-        state = checkpoint.load_state(resume_from)
+    if state is not None:
         strategy.load_optimizer_state(model, optimizer, state)
         scheduler.load_state_dict(state["scheduler"])
         checkpoint.set_rng_state(state["rng"])
@@ -274,18 +285,20 @@ def update(
         for k, mb in enumerate(batches):
             pad = k >= real  # a zero-weight pass: keeps a sharded backend's collectives in step across processes
             loss = torch.zeros((), device=device)
-            if train_policy:
-                loss = loss + _policy_loss(forward_model, processor, mb, algo, cfg.rollout.temperature, ref_model,
-                                           ignore if pad else note, int(n_seq), int(n_tok), int(n_mb),
-                                           cfg.rollout.max_new_tokens)
-            if critic is not None:
-                values = critic(processor, [r.row.observation for r in mb], train_backbone=train_policy or critic.separate)
-                old = torch.tensor([r.old_value for r in mb], dtype=torch.float32, device=values.device)
-                target = torch.tensor([r.value_target for r in mb], dtype=torch.float32, device=values.device)
-                v_loss = value_loss(values, old, target, clip=algo.value_clip or None) / n_mb
-                loss = loss + algo.vf_coef * v_loss
-                if not pad:
-                    note("value_loss", v_loss.item() * n_mb)
+            with strategy.autocast():  # forwards only: backward follows the forward's dtypes
+                if train_policy:
+                    loss = loss + _policy_loss(forward_model, processor, mb, algo, cfg.rollout.temperature, ref_model,
+                                               ignore if pad else note, int(n_seq), int(n_tok), int(n_mb),
+                                               cfg.rollout.max_new_tokens)
+                if critic is not None:
+                    values = critic(processor, [r.row.observation for r in mb],
+                                    train_backbone=train_policy or critic.separate).float()
+                    old = torch.tensor([r.old_value for r in mb], dtype=torch.float32, device=values.device)
+                    target = torch.tensor([r.value_target for r in mb], dtype=torch.float32, device=values.device)
+                    v_loss = value_loss(values, old, target, clip=algo.value_clip or None) / n_mb
+                    loss = loss + algo.vf_coef * v_loss
+                    if not pad:
+                        note("value_loss", v_loss.item() * n_mb)
             if pad:
                 loss = loss * 0.0
             strategy.backward(loss)

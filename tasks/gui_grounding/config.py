@@ -67,6 +67,7 @@ class Config(ScoringConfig):
     success_beta: float = opt(0.0, "blend of group success rate into sample_weights: 1 + beta * (1 - 2p); 0 = off")
     describe_prob: float = opt(0.0, "share of synthetic training examples that ask for the target's name given its box (SFT warm start only; 0 = none)")
     describe_n_widgets: list[int] | None = opt(None, "[min, max] widgets on the screens of those reading examples; None = n_widgets")
+    train_format: str = opt("strict", "training rewards: 'strict' scores only the prompted format ([{\"bbox_2d\": [x1, y1, x2, y2]}], optionally fenced; after </think> with prompt=think), other answers 0 with reason 'format'; 'lenient' reads any box or point as evaluation always does")
     targets_per_screen: int = opt(1, "synthetic training data: K consecutive examples share one screen, each naming a different widget where it has K (same-screen contrast for binding); 1 = a screen per example; held-out screens are unaffected")
 
     def __post_init__(self):
@@ -109,6 +110,8 @@ class Config(ScoringConfig):
             raise ValueError(f"difficulty_samples: must be >= 1, got {self.difficulty_samples}")
         if not 0.0 <= self.success_beta <= 1.0:
             raise ValueError(f"success_beta: must be in [0, 1], got {self.success_beta}")
+        if self.train_format not in ("strict", "lenient"):
+            raise ValueError(f"train_format: must be 'strict' or 'lenient', got {self.train_format!r}")
         if self.targets_per_screen < 1:
             raise ValueError(f"targets_per_screen: must be >= 1, got {self.targets_per_screen}")
         if self.targets_per_screen > 1 and self.data != "synthetic":

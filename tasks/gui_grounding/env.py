@@ -22,15 +22,17 @@ from .generator import hash64
 from .prompts import build_messages, describe_messages
 
 
-def analyse_answer(text: str, info: dict, big_box_fraction: float = 0.25) -> dict[str, Any]:
-    """Raw scores and diagnostics of one answer given an observation's `info`.
+def analyse_answer(text: str, info: dict, big_box_fraction: float = 0.25, strict: bool = False,
+                   think: bool = False) -> dict[str, Any]:
+    """Raw scores and diagnostics of one answer given an observation's `info`; `strict` (training): only the
+    prompted format scores (rewards.gui.evaluate; `think`: the think prompt's block required).
 
     Returns hit (original-frame click), iou, box, area_ratio (pred / GT area, model frame; 0
     without a usable box), big_box (1 if the box covers > `big_box_fraction` of the screen),
     reason, and pred (the clipped prediction in the model frame, or None).
     """
     size = info["image_size"]
-    ev = evaluate(text, info["gt_box"], size)
+    ev = evaluate(text, info["gt_box"], size, strict=strict, think=think)
     hit = 0.0
     area_ratio = big = 0.0
     if ev.pred is not None:
@@ -44,9 +46,10 @@ def analyse_answer(text: str, info: dict, big_box_fraction: float = 0.25) -> dic
             "reason": ev.reason, "pred": ev.pred}  # fmt: skip
 
 
-def grounding_step(text: str, info: dict, cfg) -> StepResult:
-    """Score one answer: weighted `rewards` for the selected terms, numeric `info` + `reason`."""
-    a = analyse_answer(text, info, cfg.big_box_fraction)
+def grounding_step(text: str, info: dict, cfg, strict: bool = False) -> StepResult:
+    """Score one answer: weighted `rewards` for the selected terms, numeric `info` + `reason`; `strict`: only the
+    prompted format scores (training; `cfg.prompt == "think"` then needs the think block)."""
+    a = analyse_answer(text, info, cfg.big_box_fraction, strict=strict, think=cfg.prompt == "think")
     rewards = weighted_terms(a, dict(cfg.reward_weights), cfg.reward_terms)
     diag = {k: a[k] for k in ("hit", "iou", "area_ratio", "big_box", "reason")}
     return StepResult(observation=None, rewards=rewards, done=True, info=diag)
@@ -122,4 +125,6 @@ class GroundingEnv:
         if "describe" in self.info:
             raise RuntimeError("reading examples (describe_prob > 0) are for the supervised warm start only; set "
                                "task.describe_prob=0 for RL")
-        return grounding_step(response_text, self.info, self.cfg)
+        # Training rewards score only the prompted format (task.train_format); evaluation reads any box.
+        strict = self.split == "train" and self.cfg.train_format == "strict"
+        return grounding_step(response_text, self.info, self.cfg, strict=strict)

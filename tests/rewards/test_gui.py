@@ -152,3 +152,27 @@ def test_click_hit():
     assert click_hit(ans([0, 0, 20, 20]), GT) == 1.0  # centre (10,10)
     assert click_hit(ans([30, 30, 10, 10]), GT) == 0.0  # inverted
     assert click_hit("no", GT) == 0.0
+
+
+@pytest.mark.parametrize("text,ok", [
+    (ans(GT), True),
+    ("```json\n" + ans(GT) + "\n```", True),
+    ("<think>the blue one</think> " + ans(GT), True),
+    (json.dumps([{"box": GT}]), False),  # another key
+    (json.dumps(GT), False),  # a bare list
+    (json.dumps({"bbox_2d": GT}), False),  # not the list the prompt shows
+    (json.dumps([{"point_2d": [20, 20]}]), False),
+    ("The box is " + ans(GT), False),  # extra text
+])
+def test_training_scores_only_the_prompted_format(text, ok):
+    lenient, strict = score(text, GT, SQ), score(text, GT, SQ, strict=True)
+    assert lenient["hit"] == 1.0  # evaluation reads all of them
+    assert strict["hit"] == float(ok) and strict["reason"] == (None if ok else "format")
+    assert score("no box at all", GT, SQ, strict=True)["reason"] == "parse"
+
+
+def test_strict_think_prompt_needs_its_think_block():
+    from rewards.gui import parse_strict
+
+    assert parse_strict(ans(GT), think=True) is None
+    assert parse_strict("<think>left</think>" + ans(GT), think=True).values == [10.0, 10.0, 30.0, 30.0]

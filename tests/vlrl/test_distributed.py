@@ -200,3 +200,19 @@ def test_two_process_training_run_end_to_end(tmp_path):
     assert len(lines) == 2  # one writer, no duplicates
     assert (out / "checkpoints" / "step_0000002" / "model.safetensors").exists()
     assert not any(p.name.startswith("outputs") for p in tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_sft_two_processes_equal_one_with_accumulation(tmp_path):
+    # 16 examples whose answers have two lengths, micro-batch 4: 1 process accumulates 4 micro-batches, 2 processes
+    # 2 each, with different token counts. The SFT loss is the token mean over the whole step on every process.
+    script = os.path.join(ROOT, "tests", "vlrl", "dist_sft.py")
+    one, two = tmp_path / "one.pt", tmp_path / "two.pt"
+    _run([sys.executable, script, str(one), "4"])
+    _launch("cpu_2proc.yaml", script, str(two), "4")
+    a, b = torch.load(one), torch.load(two)
+    assert (a["world"], b["world"]) == (1, 2)
+    assert b["rank0_tokens"] * 2 != a["rank0_tokens"], "the processes' token counts must differ for the test to bite"
+    assert a["delta"].abs().max() > 1e-4
+    assert torch.allclose(a["delta"], b["delta"], atol=1e-5, rtol=0), (a["delta"] - b["delta"]).abs().max().item()
+    assert b["loss"] == pytest.approx(a["loss"], rel=1e-5) and b["token_acc"] == pytest.approx(a["token_acc"])

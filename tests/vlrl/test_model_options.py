@@ -14,15 +14,25 @@ TOY = ["task=toy", "model=tiny", f"hydra.searchpath=[file://{ROOT}/tests/configs
        "rollout.max_new_tokens=6", "algo.group_size=4", "trainer.prompts_per_step=2", "trainer.lr=1e-2"]
 
 
-def test_lora_train_resume_evaluate(tmp_path):
-    out = tmp_path / "lora"
+def test_lora_train_resume_evaluate(tmp_path, capsys):
+    out, straight = tmp_path / "lora", tmp_path / "straight"
     common = TOY + ["model.lora.r=4", f"trainer.output_dir={out}"]
     run(*validate(compose(common + ["trainer.steps=1"])))
     ckpt = out / "checkpoints" / "step_0000001"
     assert (ckpt / "adapter_config.json").exists() and not (ckpt / "model.safetensors").exists()
+    capsys.readouterr()
     run(*validate(compose(common + ["trainer.steps=2", "trainer.resume=auto"])))
+    assert f"resuming from {ckpt}" in capsys.readouterr().out
     adapter = load_file(out / "checkpoints" / "step_0000002" / "adapter_model.safetensors")
     assert any("lora_B" in k and v.abs().sum() > 0 for k, v in adapter.items())  # B starts at 0: it trained
+    # The resume really continued the step-1 adapter, optimizer and RNG: the same adapter as two steps in one run
+    # (a run restarted from fresh adapters, or without the saved Adam moments, would differ).
+    run(*validate(compose(TOY + ["model.lora.r=4", f"trainer.output_dir={straight}", "trainer.steps=2"])))
+    other = load_file(straight / "checkpoints" / "step_0000002" / "adapter_model.safetensors")
+    assert adapter.keys() == other.keys()
+    assert all(torch.equal(adapter[k], other[k]) for k in adapter)
+    first = load_file(ckpt / "adapter_model.safetensors")
+    assert any(not torch.equal(first[k], adapter[k]) for k in first)  # and step 2 changed it
     report, _ = evaluate(*validate(compose(TOY + [f"model.path={out / 'checkpoints' / 'step_0000002'}",
                                                   "eval.num_examples=4"])), progress=False)
     assert report["count"] == 4

@@ -3,6 +3,8 @@
 import json
 import os
 
+import pytest
+
 from vlrl.config import compose, validate
 from vlrl.sft import run, task_config_at
 
@@ -32,3 +34,31 @@ def test_curriculum_stages():
     assert task_config_at(cfg, 0).size == 28
     assert task_config_at(cfg, 15).size == 84
     assert task_config_at(cfg, 25).size == 56
+
+
+def test_sft_honours_time_budget_samples_and_skip_budget(tmp_path):
+    out = tmp_path / "sft"
+    cfg, task = validate(compose(TOY + ["trainer.steps=50", f"trainer.output_dir={out}", "trainer.max_minutes=1e-9",
+                                        "trainer.samples_every=1", "trainer.save_every=0"]))
+    run(cfg, task)
+    steps = [json.loads(ln)["step"] for ln in open(out / "metrics.jsonl")]
+    assert steps == [1]  # stopped after the step that crossed the budget
+    assert [p.name for p in (out / "checkpoints").glob("step_*")] == ["step_0000001"]
+    samples = [json.loads(ln) for ln in open(out / "samples.jsonl")]
+    assert samples and all(s["step"] == 1 and s["reference"] in ("123 456 789", "abc def") and "response" in s
+                           for s in samples)
+    from vlrl.skips import SkipBudgetExceeded
+
+    cfg, task = validate(compose(TOY + ["trainer.steps=2", f"trainer.output_dir={tmp_path / 'skip'}", "task.corrupt_every=2",
+                                        "trainer.skip_window=2"]))
+    with pytest.raises(SkipBudgetExceeded, match="skip budget exceeded"):  # half of the samples are unreadable
+        run(cfg, task)
+
+
+@pytest.mark.parametrize("override,field", [("trainer.curriculum_pool=8", "trainer.curriculum_pool"),
+                                            ("trainer.eval_examples=4", "trainer.eval_examples")])
+def test_sft_refuses_rl_only_trainer_settings(tmp_path, override, field):
+    cfg, task = validate(compose(TOY + [override, f"trainer.output_dir={tmp_path / 'never'}"]))
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+        run(cfg, task)
+    assert not (tmp_path / "never").exists()

@@ -93,7 +93,7 @@ def test_missing_task_module_is_a_clear_error():
 
 
 def _cli(args, **kw):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)  # the console script runs this tree's code
     return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, **kw)
 
 
@@ -115,13 +115,27 @@ def test_script_and_console_entry_points(tmp_path):
         assert (out / "metrics.jsonl").exists() and (out / "reward_curve.png").exists()
         assert (out / "checkpoints" / "step_0000001" / "trainer_state.pt").exists()
         assert not (tmp_path / "outputs").exists() and not (out / ".hydra").exists()
+        # Not a terminal: plain progress lines and the summary, no noise a user cannot act on.
+        assert "step 1/1 reward" in proc.stdout and "[vlrl] summary: 1 steps" in proc.stdout, proc.stdout
+        assert str(out / "reward_curve.png") in proc.stdout
+        assert "Setting accelerator to CPU" not in proc.stdout + proc.stderr
 
 
 def test_tensorboard_logger_writes_events(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     out = tmp_path / "tb"
-    run(*_cfg("trainer.steps=2", f"trainer.output_dir={out}", "trainer.loggers=[jsonl,tensorboard]"))
-    events = list((out / "tensorboard").glob("events.out.tfevents.*"))
-    assert events and events[0].stat().st_size > 0
+    run(*_cfg("trainer.steps=2", f"trainer.output_dir={out}", "trainer.loggers=[jsonl,tensorboard]",
+              "trainer.samples_every=1"))
+    events = EventAccumulator(str(out / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    rewards = events.Scalars("reward/mean")  # the values written, read back
+    assert [(e.step, e.value) for e in rewards] == [(m["step"], pytest.approx(m["reward/mean"])) for m in _metrics(out)]
+    assert {"loss", "success/rate", "entropy"} <= set(events.Tags()["scalars"])
+    table = events.Tensors("samples/text_summary")  # the sample completions, as a Markdown table
+    assert [t.step for t in table] == [1, 2]
+    text = table[0].tensor_proto.string_val[0].decode()
+    assert text.startswith("| group | prompt | response | reward") and text.count("\n") >= 3
 
 
 def test_wandb_logger_records_the_run_offline(tmp_path, monkeypatch):
@@ -129,7 +143,7 @@ def test_wandb_logger_records_the_run_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     out = tmp_path / "wb"
     run(*_cfg("trainer.steps=2", f"trainer.output_dir={out}", "trainer.loggers=[jsonl,wandb]",
-              "trainer.wandb_project=vlrl-test"))
+              "trainer.wandb_project=vlrl-test", "trainer.samples_every=1"))
     runs = list((out / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(runs) == 1
     # wandb's protobuf log: keys and the project are stored as plain strings. Its service process may
@@ -141,3 +155,43 @@ def test_wandb_logger_records_the_run_offline(tmp_path, monkeypatch):
             break
         time.sleep(0.5)
     assert b"vlrl-test" in data and data.count(b"reward/mean") >= 2  # one history record per step
+    tables = list((out / "wandb").glob("offline-run-*/files/media/table/samples_*.table.json"))
+    assert tables and json.loads(tables[0].read_text())["columns"][:3] == ["group", "prompt", "response"]
+
+
+def test_evaluation_during_training_follows_eval_greedy_split_and_seed():
+    """evaluate_policy (held-out evaluation inside train.py and sft.py) decodes as `eval.greedy` says, on
+    `eval.split`, and sampled decoding neither depends on nor disturbs the training RNG."""
+    from vlrl.config import compose, validate
+    from vlrl.rollout.sample import Sample
+    from vlrl.train import evaluate_policy
+
+    calls = []
+
+    class Engine:
+        def generate(self, observations, n=1, greedy=False):
+            calls.append((greedy, torch.rand(()).item()))
+            return [[Sample([1], [0.0], "12", True)] * n for _ in observations]
+
+    splits = []
+    cfg, task = validate(compose(["task=toy", "model=tiny", f"hydra.searchpath=[file://{ROOT}/tests/configs]"]))
+
+    class Task:
+        def make_env(self, task_cfg, split):
+            splits.append(split)
+            return task.make_env(task_cfg, split)
+
+        def report(self, episodes, task_cfg, skipped=None):
+            return task.report(episodes, task_cfg, skipped=skipped)
+
+    evaluate_policy(Engine(), Task(), cfg, 2, 2)
+    cfg.eval.greedy, cfg.eval.split, cfg.eval.seed = False, "train", 7
+    torch.manual_seed(0)
+    evaluate_policy(Engine(), Task(), cfg, 2, 2)
+    after = torch.rand(()).item()
+    torch.manual_seed(0)
+    assert after == torch.rand(()).item()  # the training RNG is where it was
+    evaluate_policy(Engine(), Task(), cfg, 2, 2)
+    assert [c[0] for c in calls] == [True, False, False]
+    assert calls[1][1] == calls[2][1]  # sampled evaluation is seeded by eval.seed
+    assert set(splits[:2]) == {"eval"} and set(splits[2:]) == {"train"}

@@ -4,10 +4,12 @@ A `Strategy` is chosen once per run (`vlrl.parallel.make_strategy`) and is the o
 loop (vlrl/train.py, vlrl/trainer.update, vlrl/sft.py) asks about processes. Each phase of a run maps to
 one call:
 
-    start      model = strategy.shard(model)            before the optimizer is built
+    start      model = strategy.shard(model)            before the optimizer is built (weights in float32 under
+                                                        bf16 mixed precision: vlrl/parallel/precision.py)
                strategy.wrap(model, optimizer)          after the optimizer and its scheduler
                strategy.load_optimizer_state(model, optimizer, saved_trainer_state)
     rollout    with strategy.gathered(model): ...       full weights for a ragged number of forwards
+               with strategy.autocast(): ...            around every forward (bf16 mixed precision)
     update     batches = strategy.lockstep(batches, pad_row, device)
                strategy.forward_model(model)(...)       what training forwards go through
                strategy.backward(loss)                  per micro-batch
@@ -65,9 +67,18 @@ class Strategy(ABC):
 
     name: str = ""
     sharded: bool = False
+    autocast_dtype: torch.dtype | None = None  # bf16 under accelerate's mixed_precision: bf16 (vlrl/parallel/precision.py)
 
     def __init__(self, accelerator=None):
         self.accelerator = accelerator  # accelerate's state of the run (None: built outside start_run)
+
+    def autocast(self):
+        """Context around every forward of the policy (rollouts, training, evaluation): bf16 autocast when the run
+        asked for mixed precision, else nothing. Backward runs outside it."""
+        from vlrl.parallel.precision import autocast
+
+        device = self.accelerator.device if self.accelerator is not None else "cpu"
+        return autocast(self.autocast_dtype, device)
 
     # ---- start -----------------------------------------------------------------------------------
     def shard(self, model: torch.nn.Module) -> torch.nn.Module:

@@ -14,6 +14,12 @@ What the trainer needs beyond `fully_shard` itself:
 * checkpoints hold the full (unsharded) weights and optimizer state, so a sharded run writes the same
   `save_pretrained` directory as any other and resumes with any number of processes (loading goes
   through `Strategy.load_optimizer_state`).
+
+accelerate's other FSDP settings are honoured or refused at start (`check_settings`), never ignored:
+`fsdp_activation_checkpointing: true` is `model.gradient_checkpointing=true` (each block recomputed in backward);
+`fsdp_state_dict_type` must be FULL_STATE_DICT (what every checkpoint holds); `fsdp_cpu_ram_efficient_loading`
+(accelerate's default is true) and `fsdp_offload_params` are not wired: each process loads the whole model, then
+shards it, and parameters stay on the device.
 """
 
 from __future__ import annotations
@@ -61,6 +67,31 @@ def fsdp_version_requested() -> int:
     if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() not in ("1", "true"):
         return 0
     return int(os.environ.get("FSDP_VERSION", "1"))
+
+
+def _flag(name: str, default: str = "false") -> bool:
+    return os.environ.get(name, default).strip().lower() in ("1", "true", "yes")
+
+
+def activation_checkpointing_requested() -> bool:
+    """accelerate's `fsdp_activation_checkpointing`: honoured as `model.gradient_checkpointing=true`."""
+    return _flag("FSDP_ACTIVATION_CHECKPOINTING")
+
+
+def check_settings() -> None:
+    """Stop with a clear error for an FSDP setting of the launch that vlrl does not carry out (it would be ignored)."""
+    kind = os.environ.get("FSDP_STATE_DICT_TYPE", "FULL_STATE_DICT").strip().upper()
+    if kind not in ("FULL_STATE_DICT", "", "NONE"):
+        raise SystemExit(f"vlrl: fsdp_state_dict_type={kind} is not supported: checkpoints always hold the full (unsharded) "
+                         "weights and optimizer state, resumable with any number of processes; set "
+                         "fsdp_state_dict_type: FULL_STATE_DICT in the accelerate config")
+    if _flag("FSDP_CPU_RAM_EFFICIENT_LOADING"):
+        raise SystemExit("vlrl: fsdp_cpu_ram_efficient_loading (accelerate's default: true) is not supported: every process "
+                         "loads the whole model into memory, then shards it; set fsdp_cpu_ram_efficient_loading: false "
+                         "in the accelerate config (configs/accelerate/fsdp2.yaml)")
+    if _flag("FSDP_OFFLOAD_PARAMS"):
+        raise SystemExit("vlrl: fsdp_offload_params is not supported (parameters stay on the device); set "
+                         "fsdp_offload_params: false")
 
 
 def reshard_after_forward_requested() -> bool:

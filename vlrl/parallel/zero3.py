@@ -40,6 +40,11 @@ class Zero3(Strategy):
         self.trainer = trainer  # TrainerConfig: micro-batch size and clipping go into the DeepSpeed config
         self.engine = None  # set by wrap()
 
+    def autocast(self):
+        from contextlib import nullcontext
+
+        return nullcontext()  # DeepSpeed runs bf16 itself (accelerate writes mixed_precision into its config)
+
     def wrap(self, model: torch.nn.Module, optimizer) -> None:
         self.engine = wrap(self.accelerator, model, optimizer, self.trainer)
 

@@ -32,7 +32,8 @@ def test_env_on_blocks_is_deterministic_and_splits_differ():
 
 
 def test_shipped_warmstart_curriculum_starts_with_blocks():
-    cfg, task = validate(compose(["task=gui_grounding", "model=tiny", "trainer=sft_tiny", "sft=gui_warmstart"]))
+    cfg, task = validate(compose(["task=gui_grounding", "model=tiny", "trainer=sft_tiny", "sft=gui_warmstart",
+                                         "trainer.output_dir=runs/never_written"]))
     stages = [task_config_at(cfg, s) for s in (0, 1500, 3000, 10_000)]
     assert [s.data for s in stages] == ["blocks", "synthetic", "synthetic", "synthetic"]
     assert [list(s.n_widgets) for s in stages[1:]] == [[1, 1], [1, 2], [1, 3]]

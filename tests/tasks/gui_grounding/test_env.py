@@ -243,3 +243,21 @@ def test_targets_per_screen_gives_consecutive_examples_one_screen_and_different_
     assert len({ev.reset(i).info["metadata"]["layout_seed"] for i in range(4)}) == 4
     with pytest.raises(ValueError, match="targets_per_screen"):
         cfg_of(targets_per_screen=0)
+
+
+def test_training_rewards_score_only_the_prompted_format_by_default():
+    other = lambda box: json.dumps([{"box": box}])  # noqa: E731 - a box under a key the prompt never asked for
+    for split in ("train", "eval"):
+        env = gg.make_env(cfg_of(), split)
+        obs = env.reset(3)
+        res = env.step(other(obs.info["gt_box"]))
+        if split == "train":
+            assert res.rewards == {"hit": 0.0, "iou": 0.0, "box": 0.0} and res.info["reason"] == "format"
+        else:  # evaluation keeps the lenient reading
+            assert res.info["hit"] == 1.0
+        assert env.step(answer(obs.info["gt_box"])).info["hit"] == 1.0
+    env = gg.make_env(cfg_of(train_format="lenient"), "train")
+    obs = env.reset(3)
+    assert env.step(other(obs.info["gt_box"])).info["hit"] == 1.0
+    with pytest.raises(ValueError, match="train_format"):
+        cfg_of(train_format="loose")
