@@ -113,10 +113,22 @@ def write_report(report: dict, episodes: list, cfg: Config, task, output: str) -
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    out.with_suffix(".md").write_text(task.markdown(report, cfg.task))
+    md = task.markdown(report, cfg.task)
     if cfg.eval.dump_images:
-        task.dump_examples(episodes[: cfg.eval.dump_images], out.with_suffix(""), cfg.task)
+        # Failures first: they are what a person opens the images for. sorted() is stable: data order within each.
+        chosen = sorted(episodes, key=lambda ep: task.episode_success(ep, cfg.task))[: cfg.eval.dump_images]
+        paths = task.dump_examples(chosen, out.with_suffix(""), cfg.task)
+        md += examples_markdown(paths, out.parent)
+    out.with_suffix(".md").write_text(md)
     return out
+
+
+def examples_markdown(paths: list[str], base: Path) -> str:
+    """A Markdown section linking the annotated examples, relative to the report's folder ("" when none)."""
+    if not paths:
+        return ""
+    rel = [os.path.relpath(p, base) for p in paths]
+    return "\n\n## Annotated examples (failures first)\n\n" + "\n".join(f"- [{Path(r).name}]({r})" for r in rel) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:

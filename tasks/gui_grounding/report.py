@@ -21,6 +21,8 @@ from PIL import Image, ImageDraw
 
 from .env import analyse_answer
 
+GT_COLOR, PRED_COLOR = (0, 170, 0), (220, 0, 0)
+
 SYNTHETIC_BREAKDOWNS = (("platform", "element_type"), ("target_kind",), ("instruction_style",), ("n_widgets",))
 
 
@@ -106,11 +108,11 @@ def write_markdown(rep: dict, path: str, title: str = "Grounding evaluation") ->
     return text
 
 
-def dump_annotated(episodes, out_dir: str, limit: int = 16, big_box_fraction: float = 0.25) -> list[str]:
-    """Save up to `limit` model-frame images with the GT box (green) and the prediction (red).
-
-    A predicted point is drawn as a red cross; the instruction and the answer go in a caption.
-    """
+def dump_annotated(episodes, out_dir: str, limit: int = 16, big_box_fraction: float = 0.25,
+                   min_side: int = 448) -> list[str]:
+    """Save up to `limit` images with the ground-truth box (green) and the prediction (red), scaled up so the
+    shorter side is at least `min_side` px (model frames are often 112 px: too small to read), with a legend,
+    the instruction and the answer underneath. File names say hit or miss."""
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     for i, ep in enumerate(list(episodes)[:limit]):
@@ -118,19 +120,29 @@ def dump_annotated(episodes, out_dir: str, limit: int = 16, big_box_fraction: fl
         info = turn.observation.info
         a = analyse_answer(turn.response_text or "", info, big_box_fraction)
         img = turn.observation.images[0].convert("RGB")
-        canvas = Image.new("RGB", (max(img.width, 200), img.height + 30), (255, 255, 255))
+        s = max(1.0, min_side / min(img.width, img.height))
+        img = img.resize((round(img.width * s), round(img.height * s)), Image.NEAREST)
+        w = max(2, round(s))
+        canvas = Image.new("RGB", (max(img.width, 320), img.height + 52), (255, 255, 255))
         canvas.paste(img, (0, 0))
         d = ImageDraw.Draw(canvas)
-        d.rectangle(info["gt_box"], outline=(0, 200, 0), width=2)
+        d.rectangle([v * s for v in info["gt_box"]], outline=GT_COLOR, width=w)
         pred = a["pred"]
         if pred is not None and pred.kind == "box":
-            d.rectangle(pred.values, outline=(230, 0, 0), width=2)
+            d.rectangle([v * s for v in pred.values], outline=PRED_COLOR, width=w)
         elif pred is not None:
-            x, y = pred.values
-            d.line((x - 5, y, x + 5, y), fill=(230, 0, 0), width=2)
-            d.line((x, y - 5, x, y + 5), fill=(230, 0, 0), width=2)
-        d.text((2, img.height + 2), str(info.get("instruction", ""))[:80], fill=(0, 0, 0))
-        d.text((2, img.height + 15), (turn.response_text or "")[:80].replace("\n", " "), fill=(200, 0, 0))
+            x, y = (v * s for v in pred.values)
+            r = 4 * w
+            d.line((x - r, y, x + r, y), fill=PRED_COLOR, width=w)
+            d.line((x, y - r, x, y + r), fill=PRED_COLOR, width=w)
+        y0 = img.height + 4
+        for k, (label, color) in enumerate((("ground truth", GT_COLOR), ("prediction", PRED_COLOR))):
+            x0 = 4 + 130 * k
+            d.rectangle((x0, y0 + 2, x0 + 12, y0 + 12), outline=color, width=2)
+            d.text((x0 + 18, y0), label, fill=(0, 0, 0))
+        d.text((4 + 260, y0), "HIT" if a["hit"] else "MISS", fill=(0, 140, 0) if a["hit"] else PRED_COLOR)
+        d.text((4, y0 + 16), "instruction: " + str(info.get("instruction", ""))[:100], fill=(0, 0, 0))
+        d.text((4, y0 + 31), "answer: " + (turn.response_text or "")[:100].replace("\n", " "), fill=PRED_COLOR)
         path = os.path.join(out_dir, f"{i:04d}_{'hit' if a['hit'] else 'miss'}.png")
         canvas.save(path)
         paths.append(path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tasks.gui_grounding import episode_success
 from tasks.gui_grounding.config import ScoringConfig
 from vlrl.config import opt
 
@@ -15,7 +16,7 @@ from .env import ScreenSpotEnv, check_split, load_records
 from .readers import LAYOUTS, DatasetError, Record, detect_layout, read_records
 from .report import dump_annotated, report, to_markdown, write_markdown
 
-__all__ = ["Config", "make_env", "num_examples", "report", "markdown", "dump_examples", "ScreenSpotEnv", "read_records", "detect_layout",
+__all__ = ["Config", "make_env", "num_examples", "report", "markdown", "dump_examples", "episode_success", "ScreenSpotEnv", "read_records", "detect_layout",
            "DatasetError", "Record", "dump_annotated", "to_markdown", "write_markdown"]  # fmt: skip
 
 

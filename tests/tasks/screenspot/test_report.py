@@ -76,3 +76,9 @@ def test_markdown_and_annotated_images(ss_v1, tmp_path):
     paths = ss.dump_annotated(eps, str(tmp_path / "imgs"), limit=3)
     assert len(paths) == 3 and all(os.path.isfile(p) for p in paths)
     assert os.path.basename(paths[0]).endswith("_hit.png") and os.path.basename(paths[1]).endswith("_miss.png")
+    from PIL import Image
+
+    img = Image.open(paths[0]).convert("RGB")
+    assert min(img.size) >= 448  # scaled up: a 112 px model frame is too small to read
+    colors = {c for _, c in img.getcolors(maxcolors=1 << 20)}
+    assert (0, 170, 0) in colors and (220, 0, 0) in colors  # ground truth and prediction (and their legend)
