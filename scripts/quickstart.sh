@@ -4,4 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python vlrl/train.py "$@"
+# A fresh folder per run (Hydra's outputs/DATE/TIME convention) unless the caller names one: running the quick
+# start twice must not be refused because the first run's folder exists.
+case " $* " in
+  *" trainer.output_dir="*) exec .venv/bin/python vlrl/train.py "$@" ;;
+  *) exec .venv/bin/python vlrl/train.py "trainer.output_dir=outputs/quickstart/$(date +%Y-%m-%d_%H-%M-%S)" "$@" ;;
+esac

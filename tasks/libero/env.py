@@ -23,6 +23,8 @@ Closing a simulator changes what the other live ones render (robots/README.md, "
 
 from __future__ import annotations
 
+import atexit
+import gc
 import functools
 from collections import OrderedDict
 
@@ -121,8 +123,14 @@ class SimPool:
                 return sim
         from robots.env import make_env
 
+        sim = make_env(lcfg)
+        if not self.builds:
+            # robosuite registers eglTerminate at exit when it creates its first render context; exit hooks run last
+            # registered first, so this one (registered after it) frees our render contexts while EGL still works.
+            # Otherwise the garbage collector frees them after eglTerminate, and each prints an EGLError traceback.
+            atexit.register(_free_at_exit)
         self.builds += 1
-        return make_env(lcfg)
+        return sim
 
     def release(self, sim, capacity: int) -> None:
         self._idle[id(sim)] = (self.key(sim.cfg), sim)
@@ -140,6 +148,11 @@ class SimPool:
 
 
 POOL = SimPool()
+
+
+def _free_at_exit() -> None:
+    POOL.clear()
+    gc.collect()  # simulators no longer referenced anywhere (their render contexts) go now, not at shutdown
 
 
 # --- the env ----------------------------------------------------------------------------------------

@@ -142,3 +142,23 @@ def test_evaluate_cli_official_protocol(tmp_path, tiny_model_path, monkeypatch, 
     env.close()
     ep = Episode(turns=[Turn(obs, [], [], "not an action", res.rewards, info=res.info)], seed=1)
     assert task.report([ep], cfg)["invalid_action_rate"] == 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_exit_frees_render_contexts_quietly(tmp_path, tiny_model_path):
+    """A process that rendered LIBERO frames exits without EGLError tracebacks ("Exception ignored in ..."):
+    the pooled simulators are freed before robosuite's exit hook terminates the EGL display."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run(
+        [sys.executable, "vlrl/evaluate.py", "task=libero", "task.suite=libero_spatial", f"model.path={tiny_model_path}",
+         "task.task_ids=[0]", "task.trials_per_task=1", "task.max_steps=2", "rollout.max_turns=220",
+         f"eval.output={tmp_path / 'r.json'}"],
+        cwd=root, capture_output=True, text=True, timeout=280, env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
