@@ -2,7 +2,7 @@
 
 The shared-prefix forward (vlrl/shared_prefix.py) must equal the plain forward (every row as its full
 sequence) within 1e-5 in float32: log-probs, every parameter's gradient, for every loss type, with
-images (mixed sizes, several per prompt), text-only prompts, left-padded mixed batches, multi-turn
+images (mixed sizes, several per prompt), video, text-only prompts, left-padded mixed batches, multi-turn
 observations, constrained decoding, gradient checkpointing, micro-batching with accumulation; and a
 seeded training run logs the same rewards and grad norms with the switch on and off.
 """
@@ -46,6 +46,12 @@ def _second_turn_obs(size, color):
     )
 
 
+def _video_obs(frames: int, size, text: str = "what happens in the video?"):
+    clip = [Image.new("RGB", size, (20 * k, 100, 200 - 20 * k)) for k in range(frames)]
+    return Observation(messages=[{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]}],
+                       videos=[clip])
+
+
 CASES = {
     "images_mixed_sizes": lambda: [_image_obs((200, 120), (255, 0, 0), "click the red button"),
                                    _image_obs((84, 300), (0, 0, 255), "a longer instruction so that prompts differ")],
@@ -54,6 +60,7 @@ CASES = {
     "text_only": lambda: [_text_obs("a text prompt"), _text_obs("another, longer text-only prompt here")],
     "mixed_batch": lambda: [_image_obs((200, 120), (255, 0, 0), "image"), _text_obs("text only, left-padded"),
                             _image_obs((56, 56), (1, 2, 3), "two", n_images=2)],
+    "video": lambda: [_video_obs(4, (84, 56)), _image_obs((56, 84), (3, 90, 3), "an image beside the video")],
     "multi_turn": lambda: [_image_obs((112, 84), (200, 10, 10), "first look"), _second_turn_obs((84, 112), (5, 5, 200))],
 }
 

@@ -146,3 +146,19 @@ def test_shared_prefill_equals_generate_expansion_and_runs_each_prompt_once(poli
     prompt = max(len(encode(processor, o).input_ids) for o in obs)  # left-padded width
     assert plain_tokens[0] == 3 * 4 * prompt  # generate's first forward: every sample's whole prompt
     assert shared_tokens[0] == 3 * (prompt - 1) and shared_tokens[1] == 3 * 4  # once per prompt, then last tokens
+
+
+def test_video_prompt_shared_prefill_matches_training_forward(policy):
+    model, processor = policy
+    torch.manual_seed(3)
+    clip = [Image.new("RGB", (84, 56), (30 * k, 90, 200 - 30 * k)) for k in range(4)]
+    obs = Observation(messages=[{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "what?"}]}],
+                      videos=[clip])
+    engine = HFEngine(model, processor, RolloutConfig(max_new_tokens=6))
+    (group,) = engine.generate([obs], n=3)
+    rows = [Row(obs, s.response_ids) for s in group]
+    for shared in (False, True):
+        with torch.no_grad():
+            logp, mask = response_logprobs(model, processor, rows, shared_prefix=shared)
+        old = right_aligned([s.logprobs for s in group], logp.shape[1])
+        assert ((logp - old).abs() * mask).max().item() <= 1e-5
