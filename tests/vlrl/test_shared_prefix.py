@@ -140,6 +140,20 @@ def test_gradient_checkpointing_keeps_the_prompt_cache(tiny_model_path):
     _assert_same(_logp_and_grads(model, processor, rows, False), _logp_and_grads(model, processor, rows, True))
 
 
+def test_lora_adapters_same_gradient(tiny_model_path):
+    from vlrl.config import LoraConfig
+
+    cfg = ModelConfig(path=tiny_model_path, lora=LoraConfig(r=4))
+    model, processor = load_model(cfg), load_processor(cfg)
+    for name, p in model.named_parameters():  # B starts at 0: give the adapters a gradient path through A too
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.02)
+    rows = _rows(CASES["mixed_batch"]())
+    plain, shared = _logp_and_grads(model, processor, rows, False), _logp_and_grads(model, processor, rows, True)
+    _assert_same(plain, shared)
+    assert any("lora_A" in n for n in plain[2])
+
+
 def _train_rows(rows: list[Row]) -> list[TrainRow]:
     g = torch.Generator().manual_seed(1)
     out = []
