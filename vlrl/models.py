@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import types
 
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -87,7 +86,6 @@ def load_model(cfg: ModelConfig, device: torch.device | str = "cpu", trainable: 
     model = _from_pretrained(AutoModelForImageTextToText.from_pretrained, path, dtype=pick_dtype(cfg.dtype, device),
                              attn_implementation=cfg.attn_implementation)
     model.to(device)
-    patch_embed_as_matmul(model)
     if os.path.exists(adapter):
         from peft import PeftModel
 
@@ -123,29 +121,6 @@ def load_model(cfg: ModelConfig, device: torch.device | str = "cpu", trainable: 
             if isinstance(module, GradientCheckpointingLayer):
                 module.training = True
     return model
-
-
-def _conv_as_matmul(conv: torch.nn.Conv3d, x: torch.Tensor) -> torch.Tensor:
-    """conv(x) for x [N, C, T, H, W] of exactly one kernel each (kernel = stride): [N, out, 1, 1, 1]."""
-    if tuple(x.shape[2:]) != tuple(conv.kernel_size):
-        return torch.nn.Conv3d.forward(conv, x)
-    w = conv.weight
-    out = torch.nn.functional.linear(x.reshape(x.shape[0], -1), w.reshape(w.shape[0], -1), conv.bias)
-    return out.view(x.shape[0], w.shape[0], 1, 1, 1)
-
-
-def patch_embed_as_matmul(model) -> int:
-    """The vision tower's patch embedding is a Conv3d whose kernel equals its stride, applied to inputs one kernel in
-    size: a matmul. torch's CPU conv3d is ~6x slower than that matmul forward+backward (1,024 patches: 61 ms vs 9 ms;
-    a third of the tiny model's vision tower), so the module computes it as the matmul (same numbers up to float
-    rounding; weights, state dict and hooks unchanged). Returns how many modules were switched."""
-    n = 0
-    for module in model.modules():
-        if (isinstance(module, torch.nn.Conv3d) and tuple(module.kernel_size) == tuple(module.stride)
-                and module.groups == 1 and not any(module.padding) and module.padding_mode == "zeros"):
-            module.forward = types.MethodType(_conv_as_matmul, module)
-            n += 1
-    return n
 
 
 def base_model(model):

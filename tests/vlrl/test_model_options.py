@@ -86,22 +86,3 @@ def test_gradient_checkpointing_recomputes_with_identical_logprobs_and_grads(tin
     assert g0.keys() == g1.keys()
     for k in g0:
         torch.testing.assert_close(g0[k], g1[k], rtol=1e-5, atol=1e-6)
-
-
-def test_patch_embedding_as_matmul_equals_the_conv(tiny_model_path):
-    """load_model computes the vision patch embedding (a stride = kernel Conv3d) as a matmul: same outputs and grads."""
-    from vlrl.config import ModelConfig
-    from vlrl.models import load_model, patch_embed_as_matmul, vision_tower
-
-    model = load_model(ModelConfig(path=tiny_model_path))
-    conv = vision_tower(model).patch_embed.proj
-    assert "forward" in vars(conv)  # switched at load
-    x = torch.randn(37, conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1] * conv.kernel_size[2])
-    fast = vision_tower(model).patch_embed(x)
-    (g_fast,) = torch.autograd.grad(fast.square().sum(), conv.weight)
-    del conv.forward  # back to torch's Conv3d
-    slow = vision_tower(model).patch_embed(x)
-    (g_slow,) = torch.autograd.grad(slow.square().sum(), conv.weight)
-    assert fast.shape == slow.shape == (37, conv.out_channels)
-    assert torch.allclose(fast, slow, atol=1e-5) and torch.allclose(g_fast, g_slow, atol=1e-4, rtol=1e-5)
-    assert patch_embed_as_matmul(model) == 1
