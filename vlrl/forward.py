@@ -4,6 +4,7 @@ The G episodes of a group share their first observation. Instead of running the 
 copies of the same image (and again in backward), the image features of each distinct observation
 in a micro-batch are computed once and handed to the language model for every row that uses them
 (`mm_encoder_outputs`); autograd sums the G rows' gradients into the one vision pass.
+With `shared_prefix` the language model also runs each distinct prompt once (vlrl/shared_prefix.py).
 """
 
 from __future__ import annotations
