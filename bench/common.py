@@ -106,7 +106,10 @@ class VlrlStack:
 
 
 def vlrl_stack(loss_type: str = "dapo", group_size: int = 8, max_new_tokens: int = 32, lr: float = 1e-6,
-               micro_batch_size: int = 64, max_pixels: int | None = None, **model_kw) -> VlrlStack:
+               micro_batch_size: int = 64, max_pixels: int | None = None, shared_prefix: bool | None = None,
+               **model_kw) -> VlrlStack:
+    """`shared_prefix`: trainer.shared_prefix (None: the default, on), and the HF engine's one prefill per
+    prompt for its G samples (off when False): False is the plain path, every row's whole sequence."""
     from vlrl.config import AlgoConfig, ModelConfig, RolloutConfig, TrainerConfig
     from vlrl.models import load_model, load_processor
     from vlrl.rollout import make_engine
@@ -116,11 +119,14 @@ def vlrl_stack(loss_type: str = "dapo", group_size: int = 8, max_new_tokens: int
     processor = load_processor(mcfg)
     model = load_model(mcfg, "cpu")
     algo = AlgoConfig(group_size=group_size, loss_type=loss_type, beta=0.0)
-    trainer = TrainerConfig(lr=lr, micro_batch_size=micro_batch_size, prompts_per_step=1, progress=False)
+    trainer = TrainerConfig(lr=lr, micro_batch_size=micro_batch_size, prompts_per_step=1, progress=False,
+                            shared_prefix=shared_prefix)
     rollout = RolloutConfig(max_new_tokens=max_new_tokens, temperature=1.0, top_p=1.0, top_k=0)
     optimizer = make_optimizer(model, trainer)
     scheduler = make_scheduler(optimizer, trainer, 10**6)
-    return VlrlStack(model, processor, make_engine(rollout, model, processor), optimizer, scheduler, algo, trainer, rollout)
+    engine = make_engine(rollout, model, processor)
+    engine.share_prefill = shared_prefix is not False
+    return VlrlStack(model, processor, engine, optimizer, scheduler, algo, trainer, rollout)
 
 
 def vlrl_step(s: VlrlStack, make_env, seeds: list[int], timer: "Splits | None" = None) -> dict:
@@ -234,3 +240,50 @@ def write_result(name: str, payload: dict) -> str:
     with open(path, "w") as f:
         json.dump(payload, f, indent=2, default=str)
     return path
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared prefix (issue 32): sizes, and the training forward+backward on vs off
+
+
+def parse_size(text: str) -> int | tuple[int, int]:
+    """"448" -> 448 (square), "1920x1080" -> (1920, 1080)."""
+    if "x" in text:
+        w, h = text.split("x")
+        return int(w), int(h)
+    return int(text)
+
+
+def label(size) -> str:
+    return f"{size}x{size}" if isinstance(size, int) else f"{size[0]}x{size[1]}"
+
+
+def fwd_bwd(size, repeats: int = 5) -> dict:
+    """Training forward+backward on one group (G=8 rollouts of one prompt), shared prefix on vs off, and the
+    vision tower's forward+backward alone (the same in both), medians of `repeats` alternating runs."""
+    from vlrl.encoding import encode
+    from vlrl.forward import Row, _vision_features, response_logprobs
+    from vlrl.rollout import run_episodes
+
+    s = vlrl_stack("dapo")
+    episodes = run_episodes(s.engine, lambda: SquareEnv(size), [7], 8)
+    rows = [Row(t.observation, t.response_ids) for ep in episodes for t in ep.turns]
+    enc = encode(s.processor, rows[0].observation)
+    times: dict[str, list[float]] = {"on": [], "off": [], "vision": []}
+    for _ in range(repeats + 1):
+        for name in ("off", "on", "vision"):
+            t0 = time.perf_counter()
+            if name == "vision":
+                feats = _vision_features(s.model, [enc], "image")
+                sum(f.sum() for f in feats[0]).backward()
+            else:
+                logp, mask = response_logprobs(s.model, s.processor, rows, 1.0, shared_prefix=name == "on")
+                (logp * mask).sum().backward()
+            s.model.zero_grad(set_to_none=True)
+            times[name].append(time.perf_counter() - t0)
+    m = {k: median(v[1:]) for k, v in times.items()}  # first round: warm-up
+    return {"size": label(size), "prompt_tokens": len(enc.input_ids),
+            "response_tokens_mean": sum(len(r.response_ids) for r in rows) / len(rows),
+            "on_s": m["on"], "off_s": m["off"], "vision_fwd_bwd_s": m["vision"], "off_over_on": m["off"] / m["on"],
+            "language_model_off_over_on": (m["off"] - m["vision"]) / max(m["on"] - m["vision"], 1e-9)}
+

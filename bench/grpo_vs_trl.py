@@ -1,15 +1,18 @@
-"""GRPO step throughput, vlrl vs TRL's GRPOTrainer, on identical work.
+"""GRPO step throughput, vlrl (shared prefix on and off) vs TRL's GRPOTrainer, on identical work.
 
-    .venv/bin/python bench/grpo_vs_trl.py            # ~6.5 min on 2 busy CPU cores
-    .venv/bin/python bench/grpo_vs_trl.py --quick    # smoke run, ~2 min (5 steps: noisy ratios)
+    .venv/bin/python bench/grpo_vs_trl.py            # ~8 min on 2 busy CPU cores
+    .venv/bin/python bench/grpo_vs_trl.py --quick    # smoke run (5 steps, one loss type: noisy ratios)
 
-Same tiny Qwen2.5-VL checkpoint (two fresh copies), same prompts and images (112x112 and 448x448;
-the processor's max_pixels is 448*448), same reward, G = 8, one prompt per step, 32-token
+Same tiny Qwen2.5-VL checkpoint (fresh copies), same prompts and images (112x112, 448x448 and
+1920x1080; the processor's max_pixels is 448*448), same reward, G = 8, one prompt per step, 32-token
 completions, beta = 0, one optimizer step per generation batch, fp32, one thread, CPU.
 
-Interleaved in one process: TRL's trainer runs its own loop, and a callback runs one vlrl step
-(`run_episodes -> episode_advantages -> build_rows -> update`, on the same prompt TRL just used)
-after each TRL step. Each side's step time is its own wall time; the first `--warmup` steps are
+Three stacks, interleaved in one process: TRL's trainer runs its own loop, and a callback runs one
+step of vlrl with the shared prefix on (trainer.shared_prefix, one rollout prefill per prompt) and one
+with it off (every row's whole sequence, generate's own G-fold expansion), in alternating order
+(`run_episodes -> episode_advantages -> build_rows -> update`, on the same prompt TRL just used),
+after each TRL step. Also, per size, the training forward+backward alone on one group (on vs off, and
+the vision tower's share of it: where the time goes). Each side's step time is its own wall time; the first `--warmup` steps are
 dropped and the median of the rest is reported. Peak RSS is measured in a separate process per side
 (same settings), so each number is that stack alone.
 
@@ -33,7 +36,8 @@ import torch  # noqa: E402
 
 
 TOL = {"logp": 1e-5, "loss": 1e-6, "grad_rel": 1e-5, "advantage": 1e-5}  # fp32 round-off
-TARGETS = {448: 2.0, 112: 1.3}  # issue 7: samples/s vlrl / TRL
+TARGETS = {"448x448": 5.0, "1920x1080": 8.0}  # issue 32: whole step, TRL / vlrl (shared prefix on)
+FWD_BWD_TARGETS = {"448x448": 2.5}  # issue 32: training forward+backward, off / on
 
 
 def timed_optimizer(stack, box: dict) -> None:
@@ -165,9 +169,11 @@ def run_config(size: int, loss_type: str, gc: bool, steps: int, warmup: int, che
 
     seeds = list(range(1000, 1000 + warmup + steps))
     ours = C.vlrl_stack(loss_type)
+    plain = C.vlrl_stack(loss_type, shared_prefix=False)
     opt_box: dict = {}
     timed_optimizer(ours, opt_box)
-    rec = {"trl": [], "vlrl": []}
+    timed_optimizer(plain, opt_box)
+    rec = {"trl": [], "vlrl": [], "vlrl_off": []}
     out: dict = {}
     state = {}
 
@@ -186,16 +192,18 @@ def run_config(size: int, loss_type: str, gc: bool, steps: int, warmup: int, che
             sp = instr.take()
             sp["other"] = total - sum(sp.values())
             rec["trl"].append({"total": total, **sp, "tokens": state.pop("trl_tokens", 0)})
-            # Our step on the prompt TRL just used.
-            opt_box.clear()
-            spl = C.Splits()
-            t0 = time.perf_counter()
-            stats = C.vlrl_step(ours, lambda: C.SquareEnv(size), [instr.seed], spl)
-            total = time.perf_counter() - t0
-            spl.t["train"] -= opt_box.get("optim", 0.0)
-            spl.t["optim"] = opt_box.get("optim", 0.0)
-            spl.t["other"] = total - spl.t["rollout"] - spl.t["train"] - spl.t["optim"]
-            rec["vlrl"].append({"total": total, **spl.t, "tokens": stats["completion_tokens"]})
+            # Our steps (shared prefix on and off, alternating which goes first) on the prompt TRL just used.
+            order = [("vlrl", ours), ("vlrl_off", plain)]
+            for side, stack in order if len(rec["trl"]) % 2 else order[::-1]:
+                opt_box.clear()
+                spl = C.Splits()
+                t0 = time.perf_counter()
+                stats = C.vlrl_step(stack, lambda: C.SquareEnv(size), [instr.seed], spl)
+                total = time.perf_counter() - t0
+                spl.t["train"] -= opt_box.get("optim", 0.0)
+                spl.t["optim"] = opt_box.get("optim", 0.0)
+                spl.t["other"] = total - spl.t["rollout"] - spl.t["train"] - spl.t["optim"]
+                rec[side].append({"total": total, **spl.t, "tokens": stats["completion_tokens"]})
             state["mark"] = time.perf_counter()
 
     tr = T.trainer(size, seeds, loss_type, gradient_checkpointing=gc, max_steps=warmup + steps, callbacks=[Interleave()])
@@ -216,8 +224,8 @@ def run_config(size: int, loss_type: str, gc: bool, steps: int, warmup: int, che
         rec["trl"][0]["total"] -= state["check_time"]
         rec["trl"][0]["train"] -= state["check_time"]
 
-    res = {"size": size, "loss_type": loss_type, "trl_gradient_checkpointing": gc, "steps": steps, "warmup": warmup}
-    for side in ("trl", "vlrl"):
+    res = {"size": C.label(size), "loss_type": loss_type, "trl_gradient_checkpointing": gc, "steps": steps, "warmup": warmup}
+    for side in ("trl", "vlrl", "vlrl_off"):
         kept = rec[side][warmup:]
         med = C.median(r["total"] for r in kept)
         res[side] = {
@@ -230,6 +238,11 @@ def run_config(size: int, loss_type: str, gc: bool, steps: int, warmup: int, che
     pairs = [t["total"] / v["total"] for t, v in zip(rec["trl"][warmup:], rec["vlrl"][warmup:])]
     res["speedup"] = res["trl"]["s_per_step"] / res["vlrl"]["s_per_step"]
     res["speedup_paired_median"] = C.median(pairs)
+    res["speedup_off"] = res["trl"]["s_per_step"] / res["vlrl_off"]["s_per_step"]
+    split = lambda side, k: res[side]["split_s"][k]
+    res["on_over_off"] = {"step": res["vlrl_off"]["s_per_step"] / res["vlrl"]["s_per_step"],
+                          "train_fwd_bwd": split("vlrl_off", "train") / split("vlrl", "train"),
+                          "rollout": split("vlrl_off", "rollout") / split("vlrl", "rollout")}
     if "check" in out:
         res["check"] = out["check"]
     return res
@@ -237,8 +250,8 @@ def run_config(size: int, loss_type: str, gc: bool, steps: int, warmup: int, che
 
 def rss_child(side: str, size: int, loss_type: str, steps: int) -> None:
     """Peak RSS of one stack alone (run in a fresh process)."""
-    if side == "vlrl":
-        s = C.vlrl_stack(loss_type)
+    if side in ("vlrl", "vlrl_off"):
+        s = C.vlrl_stack(loss_type, shared_prefix=None if side == "vlrl" else False)
         after_load = C.rss_mb()
         for i in range(steps):
             C.vlrl_step(s, lambda: C.SquareEnv(size), [1000 + i])
@@ -252,7 +265,7 @@ def rss_child(side: str, size: int, loss_type: str, steps: int) -> None:
 
 
 def peak_rss(side: str, size: int, loss_type: str, steps: int) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--rss-child", side, "--sizes", str(size),
+    cmd = [sys.executable, os.path.abspath(__file__), "--rss-child", side, "--sizes", C.label(size),
            "--loss-types", loss_type, "--steps", str(steps)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     line = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -263,74 +276,84 @@ def peak_rss(side: str, size: int, loss_type: str, steps: int) -> dict:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[112, 448])
+    ap.add_argument("--sizes", type=C.parse_size, nargs="+", default=[112, 448, (1920, 1080)],
+                    help="square side (448) or WxH (1920x1080)")
     ap.add_argument("--loss-types", nargs="+", default=["dapo", "grpo"])
     ap.add_argument("--steps", type=int, default=10, help="measured steps per configuration (after warm-up)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--no-gc-off", action="store_true", help="skip the TRL gradient_checkpointing=False rows")
     ap.add_argument("--rss-steps", type=int, default=4, help="steps of each separate peak-RSS process (0: skip)")
     ap.add_argument("--quick", action="store_true", help="5 measured steps, 1 warm-up")
-    ap.add_argument("--rss-child", choices=["vlrl", "trl"], help=argparse.SUPPRESS)
+    ap.add_argument("--rss-child", choices=["vlrl", "vlrl_off", "trl"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.rss_child:
         rss_child(args.rss_child, args.sizes[0], args.loss_types[0], args.steps)
         return {}
     if args.quick:
-        args.steps, args.warmup = 5, 1
+        args.steps, args.warmup, args.loss_types, args.no_gc_off = 5, 1, args.loss_types[:1], True
 
     t_start = time.perf_counter()
     results = []
+    fb = [C.fwd_bwd(size) for size in args.sizes]
+    print(f"  done forward+backward ({time.perf_counter() - t_start:.0f}s)", flush=True)
     for size in args.sizes:
         for loss_type in args.loss_types:
             results.append(run_config(size, loss_type, True, args.steps, args.warmup, check=True))
-            print(f"  done size={size} loss={loss_type} gc=on ({time.perf_counter() - t_start:.0f}s)", flush=True)
+            print(f"  done size={C.label(size)} loss={loss_type} gc=on ({time.perf_counter() - t_start:.0f}s)", flush=True)
         if not args.no_gc_off:
             results.append(run_config(size, args.loss_types[0], False, args.steps, args.warmup, check=False))
-            print(f"  done size={size} loss={args.loss_types[0]} gc=off ({time.perf_counter() - t_start:.0f}s)", flush=True)
+            print(f"  done size={C.label(size)} loss={args.loss_types[0]} gc=off ({time.perf_counter() - t_start:.0f}s)", flush=True)
 
     rss = {}
     if args.rss_steps:
         for size in args.sizes:
-            for side in ("vlrl", "trl"):
-                rss[f"{side}_{size}"] = peak_rss(side, size, args.loss_types[0], args.rss_steps)
+            for side in ("vlrl", "vlrl_off", "trl"):
+                rss[f"{side}_{C.label(size)}"] = peak_rss(side, size, args.loss_types[0], args.rss_steps)
 
     rows = []
+    fmt_split = lambda d: "/".join(f"{d['split_s'][k]:.3f}" for k in ("rollout", "train", "optim", "other"))
     for r in results:
-        v, t = r["vlrl"], r["trl"]
-        fmt_split = lambda d: "/".join(f"{d['split_s'][k]:.3f}" for k in ("rollout", "train", "optim", "other"))
+        v, o, t = r["vlrl"], r["vlrl_off"], r["trl"]
         rows.append([
-            f"{r['size']}x{r['size']}", r["loss_type"], "on" if r["trl_gradient_checkpointing"] else "off",
-            round(v["s_per_step"], 3), round(t["s_per_step"], 3), round(v["samples_per_s"], 1), round(t["samples_per_s"], 1),
-            f"{r['speedup']:.2f}x", f"{r['speedup_paired_median']:.2f}x", fmt_split(v), fmt_split(t),
-            f"{v['completion_tokens_per_step']:.0f}/{t['completion_tokens_per_step']:.0f}",
+            r["size"], r["loss_type"], "on" if r["trl_gradient_checkpointing"] else "off",
+            round(v["s_per_step"], 3), round(o["s_per_step"], 3), round(t["s_per_step"], 3),
+            f"{r['speedup']:.2f}x", f"{r['speedup_off']:.2f}x", f"{r['speedup_paired_median']:.2f}x",
+            f"{r['on_over_off']['step']:.2f}x", f"{r['on_over_off']['train_fwd_bwd']:.2f}x",
+            f"{r['on_over_off']['rollout']:.2f}x", fmt_split(v), fmt_split(o), fmt_split(t),
         ])
     print()
-    print("GRPO step, vlrl vs TRL GRPOTrainer (G=8, 1 prompt/step, 32-token completions, beta=0, fp32, 1 thread, CPU)")
-    print(C.table(["image", "loss", "TRL GC", "vlrl s/step", "TRL s/step", "vlrl samples/s", "TRL samples/s",
-                   "vlrl/TRL", "paired", "vlrl split r/fb/opt/other (s)", "TRL split r/fb/opt/other (s)",
-                   "tokens vlrl/TRL"], rows))
+    print("GRPO step, vlrl shared prefix on / off vs TRL GRPOTrainer (G=8, 1 prompt/step, 32-token completions, beta=0, "
+          "fp32, 1 thread, CPU)")
+    print(C.table(["image", "loss", "TRL GC", "on s/step", "off s/step", "TRL s/step", "TRL/on", "TRL/off",
+                   "TRL/on paired", "off/on step", "off/on train fwd+bwd", "off/on rollout",
+                   "on split r/fb/opt/other (s)", "off split r/fb/opt/other (s)", "TRL split r/fb/opt/other (s)"], rows))
+    print()
+    print("Training forward+backward of one group (G=8), shared prefix on vs off; the vision tower's part is the same in both")
+    print(C.table(["image", "prompt tokens", "response tokens", "on s", "off s", "off/on", "vision fwd+bwd s",
+                   "language model off/on"],
+                  [[f["size"], f["prompt_tokens"], round(f["response_tokens_mean"], 1), round(f["on_s"], 4),
+                    round(f["off_s"], 4), f"{f['off_over_on']:.2f}x", round(f["vision_fwd_bwd_s"], 4),
+                    f"{f['language_model_off_over_on']:.2f}x"] for f in fb]))
     if rss:
         print()
         rrows = []
         for size in args.sizes:
-            v, t = rss[f"vlrl_{size}"], rss[f"trl_{size}"]
-            if "error" in v or "error" in t:
-                rrows.append([f"{size}x{size}", "error", "error", "", "", "", ""])
+            sides = [rss[f"{side}_{C.label(size)}"] for side in ("vlrl", "vlrl_off", "trl")]
+            if any("error" in x for x in sides):
+                rrows.append([C.label(size), "error", "error", "error", ""])
                 continue
-            dv, dt = v["peak_rss_mb"] - v["rss_after_load_mb"], t["peak_rss_mb"] - t["rss_after_load_mb"]
-            rrows.append([f"{size}x{size}", round(v["peak_rss_mb"]), round(t["peak_rss_mb"]),
-                          f"{v['peak_rss_mb'] / t['peak_rss_mb']:.2f}", round(dv), round(dt), f"{dv / dt:.2f}"])
+            v, o, t = (x["peak_rss_mb"] for x in sides)
+            rrows.append([C.label(size), round(v), round(o), round(t), f"{v / o:.2f}"])
         print("Peak RSS (MiB), each stack alone in its own process, "
               f"{args.rss_steps} steps, loss={args.loss_types[0]}, TRL default gradient checkpointing")
-        print(C.table(["image", "vlrl peak", "TRL peak", "vlrl/TRL", "vlrl above loaded", "TRL above loaded",
-                       "vlrl/TRL (above loaded)"], rrows))
+        print(C.table(["image", "vlrl on", "vlrl off", "TRL", "on/off"], rrows))
     print()
     crows = []
     for r in results:
         c = r.get("check")
         if not c:
             continue
-        crows.append([f"{r['size']}x{r['size']}", r["loss_type"], c["prompt_tokens_identical"], c["same_initial_weights"],
+        crows.append([r["size"], r["loss_type"], c["prompt_tokens_identical"], c["same_initial_weights"],
                       f"{c['max_abs_logp_diff']:.1e}", f"{c['loss_trl']:.6g}", f"{c['loss_abs_diff']:.1e}",
                       f"{c['grad_rel_diff']:.1e}", f"{c['loss_abs_diff_offpolicy']:.1e}", f"{c['grad_rel_diff_offpolicy']:.1e}",
                       f"{c['max_abs_advantage_diff']:.1e}", f"{c['max_abs_logp_diff_with_vision_tokens_masked']:.1e}"])
@@ -348,9 +371,16 @@ def main(argv=None) -> dict:
         if r["trl_gradient_checkpointing"]:
             target = TARGETS.get(r["size"])
             if target:
-                print(f"target {r['size']}x{r['size']} {r['loss_type']}: >= {target}x -> {r['speedup']:.2f}x "
+                print(f"target {r['size']} {r['loss_type']}: whole step TRL/on >= {target}x -> {r['speedup']:.2f}x "
                       f"({'met' if r['speedup'] >= target else 'MISSED'})")
-    payload = {"args": vars(args), "results": results, "peak_rss": rss, "same_objective": same, "tolerance": TOL,
+    for f in fb:
+        target = FWD_BWD_TARGETS.get(f["size"])
+        if target:
+            print(f"target {f['size']}: training forward+backward off/on >= {target}x -> {f['off_over_on']:.2f}x "
+                  f"({'met' if f['off_over_on'] >= target else 'MISSED'}); language model alone "
+                  f"{f['language_model_off_over_on']:.2f}x, vision tower {f['vision_fwd_bwd_s']:.3f}s of {f['on_s']:.3f}s")
+    payload = {"args": {**vars(args), "sizes": [C.label(x) for x in args.sizes]}, "results": results, "fwd_bwd": fb,
+               "peak_rss": rss, "same_objective": same, "tolerance": TOL,
                "wall_s": time.perf_counter() - t_start}
     path = C.write_result("grpo_vs_trl", payload)
     print(f"\nwrote {path} ({time.perf_counter() - t_start:.0f}s)")

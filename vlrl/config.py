@@ -175,6 +175,8 @@ class TrainerConfig:
     wandb_project: str = opt("vlrl", "wandb project")
     progress: bool = opt(True, "show a progress bar")
     threads: int = opt(0, "torch CPU threads; 0 = torch default")
+    shared_prefix: bool | None = opt(None, "training forward runs each group's prompt through the language model once, its KV cache shared by the G answers (same log-probs and gradients, "
+                                           "fewer tokens): null = on where supported (data parallel, ZeRO-3), off under FSDP2; true = on (refused under FSDP2); false = every row as its full sequence")
     max_minutes: float = opt(0.0, "> 0: stop after the step that crosses this wall-clock budget (checkpoint saved); 0 = no limit")
     curriculum_pool: int = opt(0, "> 0: draw training seeds from first_seed..first_seed+pool-1 by success-rate curriculum; 0 = fresh seeds")
     curriculum_first_seed: int = opt(0, "curriculum: first seed of the pool (e.g. past the seeds a BC warm start was trained on)")

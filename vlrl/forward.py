@@ -4,6 +4,7 @@ The G episodes of a group share their first observation. Instead of running the 
 copies of the same image (and again in backward), the image features of each distinct observation
 in a micro-batch are computed once and handed to the language model for every row that uses them
 (`mm_encoder_outputs`); autograd sums the G rows' gradients into the one vision pass.
+With `shared_prefix` the language model also runs each distinct prompt once (vlrl/shared_prefix.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from vlrl.encoding import (Encoded, allowed_mask, banned_token_ids, encode, left
                            text_position_ids)
 from vlrl.episode import Observation
 from vlrl.models import base_model
+from vlrl.shared_prefix import shared_prefix_logits
 
 
 @dataclass
@@ -57,11 +59,13 @@ def _vision_features(model, encs: list[Encoded], modality: str) -> list[list[tor
     return per_enc
 
 
-def response_logprobs(model, processor, rows: list[Row], temperature: float = 1.0, with_entropy: bool = False):
+def response_logprobs(model, processor, rows: list[Row], temperature: float = 1.0, with_entropy: bool = False,
+                      shared_prefix: bool = False):
     """Log-probs of each row's response tokens under `model`.
 
     Returns logp [N, L] and mask [N, L] (L = longest response; rows right-aligned), and the masked
-    mean entropy (a float) when `with_entropy`.
+    mean entropy (a float) when `with_entropy`. `shared_prefix`: each distinct prompt runs through the
+    language model once (vlrl/shared_prefix.py); same results, fewer tokens.
     """
     device = next(base_model(model).parameters()).device
     pad_id = processor.tokenizer.pad_token_id
@@ -77,6 +81,22 @@ def response_logprobs(model, processor, rows: list[Row], temperature: float = 1.
     slot = [distinct[id(r.observation)] for r in rows]
 
     width = max(len(r.response_ids) for r in rows)
+    if shared_prefix:
+        encoder_outputs = {}
+        for modality in ("image", "video"):
+            per_uniq = _vision_features(model, uniq, modality)
+            if any(per_uniq):
+                encoder_outputs[modality] = BaseModelOutputWithPooling(pooler_output=[f for fs in per_uniq for f in fs])
+        logits, tokens = shared_prefix_logits(model, uniq, slot, [r.response_ids for r in rows], pad_id,
+                                              encoder_outputs, device)
+    else:
+        logits, tokens = _full_logits(model, rows, encs, uniq, slot, width, pad_id, device)
+    return _finish(processor, rows, logits, tokens, width, temperature, with_entropy, device)
+
+
+def _full_logits(model, rows: list[Row], encs: list[Encoded], uniq: list[Encoded], slot: list[int], width: int,
+                 pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The plain forward: every row as [prompt + response], left-padded. Returns logits [N, W, V], tokens [N, W]."""
     seqs = [torch.cat([e.input_ids, torch.tensor(r.response_ids, dtype=torch.long)]) for r, e in zip(rows, encs)]
     mms = [torch.cat([e.mm_token_type_ids, torch.zeros(len(r.response_ids), dtype=torch.long)]) for r, e in zip(rows, encs)]
     input_ids, attention_mask = left_pad(seqs, pad_id)
@@ -99,6 +119,12 @@ def response_logprobs(model, processor, rows: list[Row], temperature: float = 1.
         inputs["position_ids"] = text_position_ids(inputs["attention_mask"])
 
     logits = model(**inputs, logits_to_keep=width + 1, use_cache=False).logits[:, :-1]  # [N, L, V]
+    return logits, inputs["input_ids"][:, -width:]
+
+
+def _finish(processor, rows: list[Row], logits: torch.Tensor, tokens: torch.Tensor, width: int, temperature: float,
+            with_entropy: bool, device):
+    """Banned/allowed masks, then log-probs [N, W] of `tokens` and the response mask (and entropy)."""
     logits = mask_banned(logits, banned_token_ids(processor), inplace=True)
     allowed = allowed_mask([r.observation for r in rows], width, logits.shape[-1], device)
     if allowed is not None:
@@ -108,7 +134,6 @@ def response_logprobs(model, processor, rows: list[Row], temperature: float = 1.
             allowed[i] = torch.roll(allowed[i], shift, dims=0)
             allowed[i, :shift] = True  # padding columns stay finite
         mask_disallowed(logits, allowed)
-    tokens = inputs["input_ids"][:, -width:]
     mask = right_aligned([[1.0] * len(r.response_ids) for r in rows], width).to(device)
     logp = token_logprobs(logits.float(), tokens, temperature)
     if not with_entropy:

@@ -17,7 +17,7 @@ from typing import Protocol
 import torch
 import torch.distributed as dist
 
-from vlrl import checkpoint, runs
+from vlrl import checkpoint, runs, shared_prefix
 from vlrl.algos import aggregate, gae, group_advantages, loss_terms, value_loss
 from vlrl.config import AlgoConfig, Config, RolloutConfig, TrainerConfig
 from vlrl.episode import Episode, turn_reward
@@ -75,6 +75,7 @@ def start_run(cfg: Config, total_updates: int, can_shard: bool = False, entry_po
     from omegaconf import OmegaConf
 
     strategy = make_strategy(cfg, can_shard)
+    shared_prefix.resolve(cfg.trainer.shared_prefix, strategy.name)  # refused before anything loads
     out_dir = cfg.trainer.output_dir
     resume_from = checkpoint.find_resume(out_dir, cfg.trainer.resume)
     state = checkpoint.load_state(resume_from) if resume_from is not None else None
@@ -202,16 +203,19 @@ def global_sum(values: list[float], device) -> list[float]:
 
 
 def _policy_loss(model, processor, mb: list[TrainRow], algo: AlgoConfig, temperature: float, ref_model, note,
-                 n_seq: int, n_tok: int, n_mb: int, max_completion_length: int) -> torch.Tensor:
-    """This micro-batch's share of the step's clipped policy loss (normalised by global counts)."""
+                 n_seq: int, n_tok: int, n_mb: int, max_completion_length: int, shared: bool = False) -> torch.Tensor:
+    """This micro-batch's share of the step's clipped policy loss (normalised by global counts).
+    `shared`: each distinct prompt through the language model once (vlrl/shared_prefix.py)."""
     device = next(model.parameters()).device
-    logp, mask, entropy = response_logprobs(model, processor, [r.row for r in mb], temperature, with_entropy=True)
+    logp, mask, entropy = response_logprobs(model, processor, [r.row for r in mb], temperature, with_entropy=True,
+                                            shared_prefix=shared)
     old = right_aligned([r.old_logprobs for r in mb], logp.shape[1]).to(device)
     adv = torch.tensor([r.advantage for r in mb], dtype=torch.float32, device=device)
     ref = None
     if algo.beta > 0:
         with torch.no_grad():
-            ref, _ = response_logprobs(ref_model, processor, [r.row for r in mb], temperature)
+            ref, _ = response_logprobs(ref_model, processor, [r.row for r in mb], temperature,
+                                       shared_prefix=shared)
     terms = loss_terms(
         logp, old, adv, mask.bool(),
         eps_low=algo.eps_low, eps_high=algo.eps_high, ref_logp=ref, beta=algo.beta,
@@ -267,6 +271,7 @@ def update(
     forward_model = strategy.forward_model(model)
     params = [p for p in model.parameters() if p.requires_grad]
     critic_params = [p for p in critic.parameters() if p.requires_grad] if critic is not None else []
+    shared = shared_prefix.resolve(trainer.shared_prefix, strategy.name)
     batches = micro_batches(rows, trainer.micro_batch_size)
     n_seq, n_tok, n_mb = global_sum(
         [float(len(rows)), float(sum(len(r.row.response_ids) for r in rows)), float(len(batches))], device
@@ -289,7 +294,7 @@ def update(
                 if train_policy:
                     loss = loss + _policy_loss(forward_model, processor, mb, algo, cfg.rollout.temperature, ref_model,
                                                ignore if pad else note, int(n_seq), int(n_tok), int(n_mb),
-                                               cfg.rollout.max_new_tokens)
+                                               cfg.rollout.max_new_tokens, shared)
                 if critic is not None:
                     values = critic(processor, [r.row.observation for r in mb],
                                     train_backbone=train_policy or critic.separate).float()

@@ -1,13 +1,14 @@
 """One `update()` on a fixed batch, run with 1 or N processes; writes the parameter change.
 
 Used by test_distributed.py:
-    python tests/vlrl/dist_update.py OUT LOSS_TYPES MICRO_BATCH [SPLIT]
+    python tests/vlrl/dist_update.py OUT LOSS_TYPES MICRO_BATCH [SPLIT [SHARED]]
     accelerate launch --config_file configs/accelerate/cpu_2proc.yaml tests/vlrl/dist_update.py OUT LOSS_TYPES MICRO_BATCH [SPLIT]
     accelerate launch --config_file configs/accelerate/fsdp2_cpu_2proc.yaml tests/vlrl/dist_update.py ...
     accelerate launch --config_file configs/accelerate/deepspeed_zero3_cpu_2proc.yaml tests/vlrl/dist_update.py ...
 Every process builds the same global batch of episodes (same seeds), then keeps its contiguous share:
 SPLIT "even" (default) or "uneven" (2 processes: 10 rows and 6 rows, so a sharded run pads micro-batches),
 or "nan" (even, but first an update whose loss is NaN, which must be skipped, then the normal one).
+SHARED: trainer.shared_prefix, "auto" (default: the backend's default), "on" or "off".
 The parallel strategy is chosen from the launch as in training (vlrl.parallel.make_strategy): under an FSDP2
 launch the model is sharded first (vlrl/parallel/fsdp2.py); under a DeepSpeed launch accelerate partitions it with
 ZeRO-3 (vlrl/parallel/zero3.py).
@@ -44,11 +45,12 @@ def _rows(episodes, algo, rank: int, world: int, split: str):
     return rows[rank * share : (rank + 1) * share]
 
 
-def main(out: str, loss_types: str, micro_batch: int, split: str = "even") -> None:
+def main(out: str, loss_types: str, micro_batch: int, split: str = "even", shared: str = "auto") -> None:
     torch.set_num_threads(1)
     model_cfg = ModelConfig(path=os.path.join(ROOT, "assets", "tiny-qwen2.5-vl"))
     rollout = RolloutConfig(max_new_tokens=6)
-    trainer = TrainerConfig(micro_batch_size=micro_batch, lr=1e-2, max_grad_norm=0.0)
+    trainer = TrainerConfig(micro_batch_size=micro_batch, lr=1e-2, max_grad_norm=0.0,
+                            shared_prefix={"auto": None, "on": True, "off": False}[shared])
     cfg = Config(model=model_cfg, rollout=rollout, trainer=trainer)
     strategy = make_strategy(cfg, can_shard=True)
     acc = strategy.accelerator
@@ -106,4 +108,4 @@ def main(out: str, loss_types: str, micro_batch: int, split: str = "even") -> No
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:6])

@@ -80,6 +80,31 @@ def test_two_processes_equal_one_with_accumulation(tmp_path, config, sharded, lo
 
 
 @pytest.mark.slow
+def test_two_processes_with_shared_prefix_equal_one_plain_process(tmp_path):
+    """trainer.shared_prefix across 2 data-parallel processes gives the plain forward's update, every loss type."""
+    one, two = tmp_path / "one.pt", tmp_path / "two.pt"
+    _run([sys.executable, SCRIPT, str(one), ",".join(DP_LOSS_TYPES), "4", "even", "off"])
+    _launch("cpu_2proc.yaml", SCRIPT, str(two), ",".join(DP_LOSS_TYPES), "4", "even", "on")
+    for loss_type in DP_LOSS_TYPES:
+        d1 = _delta(one, world=1, sharded=False, loss_type=loss_type)
+        d2 = _delta(two, world=2, sharded=False, loss_type=loss_type)
+        assert d1.abs().max() > 1e-4, f"{loss_type}: the update must not be trivially zero"
+        assert torch.allclose(d1, d2, atol=1e-5, rtol=0), (loss_type, (d1 - d2).abs().max().item())
+
+
+@pytest.mark.slow
+@needs_deepspeed
+def test_zero3_with_shared_prefix_equals_one_plain_process(tmp_path):
+    one, two = tmp_path / "one.pt", tmp_path / "two.pt"
+    _run([sys.executable, SCRIPT, str(one), "grpo", "4", "even", "off"])
+    _launch(ZERO3, SCRIPT, str(two), "grpo", "4", "even", "on")
+    d1 = _delta(one, world=1, sharded=False)
+    d2 = _delta(two, world=2, sharded=True, partitioned=True)
+    assert d1.abs().max() > 1e-4
+    assert torch.allclose(d1, d2, atol=1e-5, rtol=0), (d1 - d2).abs().max().item()
+
+
+@pytest.mark.slow
 def test_several_loss_types_in_one_run_start_from_the_same_weights(tmp_path):
     # The combined run must equal separate runs (weights and batch reset between loss types), or the data-parallel
     # case above would compare updates from different starting points.

@@ -1,8 +1,7 @@
 """Rollouts with transformers' `generate` (CPU or GPU), KV-cached and batched.
 
-Each prompt's image(s) go through the vision tower once per group: the prompts are passed once and
-`num_return_sequences=G` expands them after the vision encoding (transformers 5 pre-encodes
-multimodal inputs before expanding), so G samples cost one vision pass.
+Each prompt goes through the model once per group (n samples): the prompts minus their last token are prefilled once and the KV cache repeated for the G samples
+(vlrl/rollout/hf_prefill.py), so G samples cost one vision pass and one prompt prefill.
 Log-probs come from `output_logits` (raw logits, before any logits processor) at the sampling
 temperature, which is what the training forward recomputes.
 """
@@ -16,6 +15,7 @@ from vlrl.config import RolloutConfig
 from vlrl.encoding import allowed_mask, banned_token_ids, collate_prompts, encode, mask_banned, mask_disallowed
 from vlrl.episode import Observation
 from vlrl.models import base_model
+from vlrl.rollout.hf_prefill import can_share, prefill_once
 from vlrl.rollout.sample import Sample
 
 
@@ -41,6 +41,7 @@ class HFEngine:
         eos = gen_eos if gen_eos is not None else tok.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos])
         self.banned = banned_token_ids(processor)
+        self.share_prefill = True  # one prefill per prompt for its n samples; False: generate's own expansion
 
     def sync_weights(self) -> None:
         """Nothing to do: generation uses the training model itself."""
@@ -66,11 +67,14 @@ class HFEngine:
         sampling = dict(do_sample=not greedy)
         if not greedy:
             sampling.update(temperature=self.cfg.temperature, top_p=self.cfg.top_p, top_k=self.cfg.top_k or None)
+        # G > 1 samples per prompt: the prompt is prefilled once and its KV cache shared (vlrl/rollout/hf_prefill.py).
+        shared = n > 1 and self.share_prefill and can_share(batch)
+        inputs = prefill_once(self.model, batch, n) if shared else batch
         out = model.generate(
-            **batch,
+            **inputs,
             **sampling,
             max_new_tokens=self.cfg.max_new_tokens,
-            num_return_sequences=n,
+            num_return_sequences=1 if shared else n,
             output_logits=True,
             return_dict_in_generate=True,
             pad_token_id=self.pad_id,

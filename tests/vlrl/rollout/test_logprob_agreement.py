@@ -5,6 +5,7 @@ import torch
 from PIL import Image
 
 from vlrl.config import ModelConfig, RolloutConfig
+from vlrl.encoding import encode
 from vlrl.episode import Observation
 from vlrl.forward import Row, response_logprobs, right_aligned
 from vlrl.models import load_model, load_processor, vision_tower
@@ -116,3 +117,48 @@ def test_constrained_decoding_samples_allowed_ids_and_logprobs_agree(policy):
     # Greedy decoding respects the constraint too.
     greedy = engine.generate([constrained], n=1, greedy=True)[0][0]
     assert all(t in actions for t in greedy.response_ids[:3]) and greedy.response_ids[3] == eos
+
+
+def test_shared_prefill_equals_generate_expansion_and_runs_each_prompt_once(policy):
+    """One prefill per prompt for its n samples: same sampled tokens (same seed) and log-probs as generate's expansion,
+    and the language model sees each prompt's tokens once instead of n times."""
+    model, processor = policy
+    obs = [_obs((200, 120), (255, 0, 0), "click"), _obs((84, 300), (0, 0, 255), "a longer prompt than the first one"),
+           Observation(messages=[{"role": "user", "content": [{"type": "text", "text": "text only"}]}])]
+    seen = []
+    layer0 = model.model.language_model.layers[0]
+    handle = layer0.register_forward_hook(lambda m, i, o: seen.append(i[0].shape[0] * i[0].shape[1]))
+    results = {}
+    try:
+        for share in (False, True):
+            engine = HFEngine(model, processor, RolloutConfig(max_new_tokens=5))
+            engine.share_prefill = share
+            seen.clear()
+            torch.manual_seed(5)
+            results[share] = (engine.generate(obs, n=4), list(seen))
+    finally:
+        handle.remove()
+    (plain, plain_tokens), (shared, shared_tokens) = results[False], results[True]
+    for gp, gs in zip(plain, shared):
+        for a, b in zip(gp, gs):
+            assert a.response_ids == b.response_ids
+            assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) <= 1e-5
+    prompt = max(len(encode(processor, o).input_ids) for o in obs)  # left-padded width
+    assert plain_tokens[0] == 3 * 4 * prompt  # generate's first forward: every sample's whole prompt
+    assert shared_tokens[0] == 3 * (prompt - 1) and shared_tokens[1] == 3 * 4  # once per prompt, then last tokens
+
+
+def test_video_prompt_shared_prefill_matches_training_forward(policy):
+    model, processor = policy
+    torch.manual_seed(3)
+    clip = [Image.new("RGB", (84, 56), (30 * k, 90, 200 - 30 * k)) for k in range(4)]
+    obs = Observation(messages=[{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "what?"}]}],
+                      videos=[clip])
+    engine = HFEngine(model, processor, RolloutConfig(max_new_tokens=6))
+    (group,) = engine.generate([obs], n=3)
+    rows = [Row(obs, s.response_ids) for s in group]
+    for shared in (False, True):
+        with torch.no_grad():
+            logp, mask = response_logprobs(model, processor, rows, shared_prefix=shared)
+        old = right_aligned([s.logprobs for s in group], logp.shape[1])
+        assert ((logp - old).abs() * mask).max().item() <= 1e-5
