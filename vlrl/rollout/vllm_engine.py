@@ -12,7 +12,7 @@ What makes its samples usable by the trainer unchanged:
   the training forward's are not;
 - `sync_weights()` loads the trainer's weights into vLLM's model (called after every update), and
   once at start, so the engine never samples from weights the trainer does not have;
-- a group's G samples are one request with `n=G` (one prefill, one vision pass);
+- a group's G samples are one request with `n=G` after one prefill of the prompt (`_prefill`);
 - `rollout.batch_size` caps the sequences per `generate` call, as in the HF engine.
 """
 
@@ -149,6 +149,7 @@ class VLLMEngine:
             # keeps the threads the trainer set (trainer.threads). Its CPU worker also turns
             # torch.set_num_threads into a no-op from here on (a warning), so set threads before this.
             os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+            kwargs.update(block_size=32)  # the CPU default (128) would leave most prompts without a cacheable block
         text_cfg = getattr(hf.config, "text_config", hf.config)
         overrides = vllm_rope_overrides(dict(getattr(text_cfg, "rope_parameters", None) or {}))
         self.llm = LLM(
@@ -196,8 +197,17 @@ class VLLMEngine:
             temperature=0.0 if greedy else self.cfg.temperature,
             max_tokens=self.cfg.max_new_tokens,
             logprobs=0,
+            detokenize=False,  # the text is decoded here, as in the HF engine
             extra_args={_ARG: {"banned": self.banned, "allowed": allowed}},
         )
+
+    def _prefill(self, requests: list[dict]) -> None:
+        """One prefill per prompt. vLLM runs `n=G` as G child requests that each prefill the whole prompt
+        (measured: G x P tokens in one forward, the vision encoder once); computing each prompt once
+        first puts its full KV blocks in the prefix cache, so the G children recompute only the tail."""
+        from vllm import SamplingParams
+
+        self.llm.generate(requests, SamplingParams(max_tokens=1, temperature=0.0, detokenize=False), use_tqdm=False)
 
     def generate(self, observations: list[Observation], n: int = 1, greedy: bool = False) -> list[list[Sample]]:
         """`n` samples for each observation: result[i][j] is sample j of observation i."""
@@ -205,8 +215,10 @@ class VLLMEngine:
         results: list[list[Sample]] = []
         for start in range(0, len(observations), per_call):
             chunk = observations[start : start + per_call]
-            outputs = self.llm.generate([self._request(o) for o in chunk], [self._params(o, n, greedy) for o in chunk],
-                                        use_tqdm=False)
+            requests = [self._request(o) for o in chunk]
+            if n > 1:
+                self._prefill(requests)
+            outputs = self.llm.generate(requests, [self._params(o, n, greedy) for o in chunk], use_tqdm=False)
             for obs, out in zip(chunk, outputs):
                 expected = encode(self.processor, obs).input_ids.tolist()
                 if list(out.prompt_token_ids) != expected:

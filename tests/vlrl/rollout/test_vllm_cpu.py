@@ -99,11 +99,42 @@ def test_batch_size_caps_sequences_per_call(stack, monkeypatch):
     model, processor, engine = stack
     calls = []
     real = engine.llm.generate
-    monkeypatch.setattr(engine.llm, "generate", lambda prompts, params, **kw: calls.append(
-        sum(p.n for p in params)) or real(prompts, params, **kw))
+    def spy(prompts, params, **kw):
+        if isinstance(params, list):  # the sampling calls (the prompt prefill passes one SamplingParams)
+            calls.append(sum(p.n for p in params))
+        return real(prompts, params, **kw)
+
+    monkeypatch.setattr(engine.llm, "generate", spy)
     out = _with(engine, batch_size=6, temperature=1.0).generate(_mixed(), n=3)
     _with(engine, batch_size=64)
     assert calls == [6, 6] and len(out) == 4
+
+
+def test_group_prefills_prompt_once_and_encodes_image_once(stack):
+    """n=G: the language model sees the prompt once plus at most a block's tail per sample (not G
+    prompts), and the vision encoder runs once; counted with hooks on vLLM's own model."""
+    model, processor, engine = stack
+    seen = {"tokens": 0, "vision": 0}
+
+    def add_hooks(m):
+        def count(mod, args, kwargs):
+            seen["tokens"] += kwargs.get("positions", args[1] if len(args) > 1 else None).shape[-1]
+
+        return [m.register_forward_pre_hook(count, with_kwargs=True),
+                m.visual.register_forward_hook(lambda *a: seen.__setitem__("vision", seen["vision"] + 1))]
+
+    handles = engine.llm.apply_model(add_hooks)[0]
+    try:
+        obs = _obs((224, 224), (10, 200, 30), "a prompt long enough to fill a few cache blocks " * 3)
+        g, prompt = 8, None
+        _with(engine, max_new_tokens=1, temperature=1.0).generate([obs], n=g)
+        prompt = len(obs.cache["encoded"].input_ids)
+    finally:
+        _with(engine, max_new_tokens=12)
+        for h in handles:
+            h.remove()
+    assert prompt > 64 and seen["vision"] == 1
+    assert seen["tokens"] <= prompt + g * 32, (seen, prompt)  # 32: the engine's CPU block size
 
 
 def test_greedy_tokens_equal_hf_engine(stack):
