@@ -50,7 +50,8 @@ def main() -> None:
 
     stacks = {"hf": stack("hf", args), "vllm": stack("vllm", args)}
     make_env = lambda: C.SquareEnv(args.size)  # noqa: E731
-    raw = {k: {"rollout_s": [], "rollout_samples": [], "step_s": [], "step_samples": [], "step_splits": []} for k in stacks}
+    raw = {k: {"rollout_s": [], "rollout_samples": [], "step_s": [], "step_samples": [], "step_splits": [],
+               "rollout_tokens": [], "step_tokens": []} for k in stacks}
     for r in range(-args.warmup, args.rounds):
         seeds = list(range((r + args.warmup) * args.prompts, (r + args.warmup + 1) * args.prompts))
         if r < 0:
@@ -63,10 +64,12 @@ def main() -> None:
             eps = run_episodes(s.engine, make_env, seeds, args.group)
             raw[name]["rollout_s"].append(time.perf_counter() - t)
             raw[name]["rollout_samples"].append(len(eps))
+            raw[name]["rollout_tokens"].append(sum(len(t.response_ids) for ep in eps for t in ep.turns))
             t, splits = time.perf_counter(), C.Splits()
             stats = C.vlrl_step(s, make_env, [x + 1000 for x in seeds], splits)  # "other" holds the weight sync
             raw[name]["step_s"].append(time.perf_counter() - t)
             raw[name]["step_splits"].append(splits.t)
+            raw[name]["step_tokens"].append(stats["completion_tokens"])
             raw[name]["step_samples"].append(stats["samples"])
     med = {k: {"rollout_samples_per_s": C.median(n / t for n, t in zip(v["rollout_samples"], v["rollout_s"])),
                "grpo_step_s": C.median(v["step_s"]),

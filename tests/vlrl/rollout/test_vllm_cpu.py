@@ -137,6 +137,20 @@ def test_group_prefills_prompt_once_and_encodes_image_once(stack):
     assert seen["tokens"] <= prompt + g * 32, (seen, prompt)  # 32: the engine's CPU block size
 
 
+def test_observation_processor_kwargs_reach_vllm(stack):
+    """A task's `processor_kwargs` (GUI grounding's frame bounds) change the image grid; vLLM's own
+    processor must build the same prompt (the engine raises otherwise) and the log-probs agree."""
+    model, processor, engine = stack
+    small = {"images_kwargs": {"size": {"shortest_edge": 56 * 56, "longest_edge": 112 * 112}}}
+    plain, bounded = _obs((300, 200), (90, 90, 200), "click"), _obs((300, 200), (90, 90, 200), "click",
+                                                                     processor_kwargs=small)
+    group = _with(engine, temperature=1.0).generate([plain, bounded], n=2)
+    assert len(bounded.cache["encoded"].input_ids) < len(plain.cache["encoded"].input_ids)
+    rows = [Row(o, s.response_ids) for o, g in zip([plain, bounded], group) for s in g]
+    diff = _max_diff(model, processor, rows, [s.logprobs for g in group for s in g], 1.0)
+    assert diff <= TOL, diff
+
+
 def test_greedy_tokens_equal_hf_engine(stack):
     model, processor, engine = stack
     observations = _mixed()
