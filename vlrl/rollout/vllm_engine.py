@@ -170,11 +170,16 @@ class VLLMEngine:
 
     def sync_weights(self) -> None:
         """Load the trainer's current weights into vLLM's model (same process). vLLM's in-place reload
-        re-runs its post-load weight processing (the CPU build repacks linear weights) and empties its
-        encoder and multimodal caches (image features of the old weights); cached prefixes are dropped too."""
+        re-runs its post-load weight processing (the CPU build repacks linear weights) and empties the
+        worker's encoder cache; the scheduler's record of it must go too (else a repeated image is
+        "cached" with no features: an encoder-cache-miss error), and so must cached prefixes (KV of the
+        old weights) and the multimodal caches."""
         state = [(k, v.detach()) for k, v in base_model(self.model).state_dict().items()]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": state, "is_checkpoint_format": True})
-        self.llm.reset_prefix_cache()
+        self.llm.llm_engine.reset_encoder_cache()
+        self.llm.reset_mm_cache()
+        if not self.llm.reset_prefix_cache():
+            raise RuntimeError("vLLM kept its prefix cache (requests still running): KV of the old weights")
 
     def _request(self, obs: Observation) -> dict:
         text = self.processor.apply_chat_template(obs.messages, add_generation_prompt=True, tokenize=False)

@@ -213,7 +213,8 @@ def test_two_grpo_steps_second_rollout_uses_updated_weights(tiny_model_path):
     engine = VLLMEngine(model, processor, rollout)
     before = None
     for step in range(2):
-        episodes = run_episodes(engine, _ParityEnv, [2 * step, 2 * step + 1], cfg.algo.group_size)
+        # The same prompts both steps: cached image features or prefixes of the old weights must not be reused.
+        episodes = run_episodes(engine, _ParityEnv, [0, 1], cfg.algo.group_size)
         rows = [Row(t.observation, t.response_ids) for ep in episodes for t in ep.turns]
         old = [t.logprobs for ep in episodes for t in ep.turns]
         assert _max_diff(model, processor, rows, old, 0.7) <= TOL  # agreement, before and after the update
@@ -226,3 +227,18 @@ def test_two_grpo_steps_second_rollout_uses_updated_weights(tiny_model_path):
         assert adv.abs().sum() > 0
         update(model, processor, optimizer, scheduler, build_rows(episodes, adv), cfg)
         engine.sync_weights()
+
+
+def test_train_entry_point_with_rollout_vllm(tmp_path):
+    """`python -m vlrl.train ... rollout=vllm` on the toy task: the real loop (rollout, update, weight
+    sync, repeated prompts) runs its steps and writes its metrics."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "vlrl.train", "task=toy", "model=tiny", f"hydra.searchpath=[file://{ROOT}/tests/configs]",
+           "trainer.progress=false", "trainer.prompts_per_step=2", "algo.group_size=4", "rollout=vllm",
+           "rollout.max_new_tokens=8", "trainer.steps=2", "trainer.threads=1", f"trainer.output_dir={out}"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
