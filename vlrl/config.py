@@ -129,7 +129,7 @@ class AlgoConfig:
 
 @dataclass
 class RolloutConfig:
-    engine: str = opt("hf", "hf (transformers generate, CPU/GPU) | vllm (GPU)")
+    engine: str = opt("hf", "hf (transformers generate, CPU/GPU) | vllm (GPU build, or the CPU build in its own env)")
     max_new_tokens: int = opt(32, "max completion length in tokens")
     temperature: float = opt(1.0, "sampling temperature (log-probs use the same temperature)")
     top_p: float = opt(1.0, "nucleus sampling")

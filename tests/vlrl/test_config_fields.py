@@ -18,8 +18,8 @@ TOY = ["task=toy", "model=tiny", f"hydra.searchpath=[file://{ROOT}/tests/configs
 NOT_READ_HERE = {
     "algo.name": "a label: written to config.yaml and the loggers' config, selects nothing",
     "task.module": "read from the composed config before it is typed (vlrl.config.import_task imports the task)",
-    "rollout.vllm_gpu_memory_utilization": "read by the vLLM engine only (rollout.engine=vllm, GPU)",
-    "rollout.vllm_tensor_parallel_size": "read by the vLLM engine only (rollout.engine=vllm, GPU)",
+    "rollout.vllm_gpu_memory_utilization": "read by the vLLM engine only (rollout.engine=vllm; on CPU a non-default value is refused)",
+    "rollout.vllm_tensor_parallel_size": "read by the vLLM engine only (rollout.engine=vllm; on CPU a non-default value is refused)",
 }
 # Trainer fields vlrl/sft.py does not read, each with why (everything else the RL trainer reads, SFT reads too).
 SFT_NOT_READ = {

@@ -17,7 +17,7 @@ from vlrl.skips import count_skip
 
 
 def make_engine(cfg, model, processor):
-    """`cfg`: RolloutConfig. The vLLM engine is GPU-only and imported lazily."""
+    """`cfg`: RolloutConfig. The vLLM engine is imported lazily (vLLM lives in its own env)."""
     if cfg.engine == "hf":
         from vlrl.rollout.hf import HFEngine
 
