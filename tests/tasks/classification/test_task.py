@@ -137,3 +137,13 @@ def test_train_two_steps_on_the_builtin_set(tmp_path):
     # Outcome shares are logged every step (the random model's answers: never right, mostly no candidate).
     assert all(r["task/correct"] + r["task/empty"] + r["task/hedged"] + r["task/not_a_candidate"] <= 1.0 + 1e-9 for r in rows)
     assert (tmp_path / "checkpoints" / "step_0000002").is_dir()
+
+
+def test_the_task_defaults_to_its_shipped_warm_start_and_a_named_model_wins():
+    assert compose(["task=classification"]).model.path == "assets/tiny-classification"
+    assert os.path.isfile(os.path.join(ROOT, "assets", "tiny-classification", "model.safetensors"))
+    assert compose(["task=classification", "model=tiny"]).model.path == "assets/tiny-qwen2.5-vl"
+    assert compose(["model=tiny", "task=classification"]).model.path == "assets/tiny-qwen2.5-vl"
+    assert compose(["task=classification", "model.path=CKPT"]).model.path == "CKPT"
+    assert compose(["task=gui_grounding"]).model.path == "assets/tiny-gui-grounding"  # other tasks keep theirs
+    assert compose([]).model.path == "assets/tiny-gui-grounding"
