@@ -88,8 +88,9 @@ class RoleSchedule(Protocol):
     def trained_roles(self, step: int) -> list[str] | None:
         """The roles trained at `step` (None: all)."""
 
-    def observe(self, step: int, episodes: list[Episode]) -> dict[str, float]:
-        """Update the state from the step's episodes (e.g. an adaptive switch); metrics for the loggers."""
+    def observe(self, step: int, episodes: list[Episode], out_dir: str | None) -> dict[str, float]:
+        """Update the state from the step's episodes (e.g. an adaptive switch); metrics for the loggers.
+        `out_dir`: the run's folder on the main process (for the task's own files, e.g. a game viewer), else None."""
 
     def state_dict(self) -> dict: ...
 

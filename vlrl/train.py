@@ -246,7 +246,7 @@ def run(cfg: Config, task) -> dict:
             metrics.update(stats)
             metrics.update(role_stats)
             if schedule is not None:
-                metrics.update(schedule.observe(step, episodes))
+                metrics.update(schedule.observe(step, episodes, out_dir if main else None))
             metrics.update(skip_metrics(rollout_stats))
             metrics.update({
                 "time/step": dt, "time/rollout": t_rollout, "time/update": dt - t_rollout,

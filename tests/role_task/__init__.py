@@ -65,7 +65,7 @@ class Schedule:
     def trained_roles(self, step: int) -> list[str] | None:
         return ["a", "b"] if step % 2 == 0 else ["judge"]
 
-    def observe(self, step: int, episodes) -> dict[str, float]:
+    def observe(self, step: int, episodes, out_dir) -> dict[str, float]:
         self.seen += len(episodes)
         return {"game/episodes_seen": float(self.seen)}
 
