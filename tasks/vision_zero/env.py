@@ -103,20 +103,21 @@ class VisionZeroEnv:
 
     def _scripted(self) -> Observation:
         """A mid-game prompt with a scripted history and its reference answer in info["reference"] (warm
-        start): every earlier player said a true phrase of its own image (the spy, half the time, one that
-        is true of both images, hiding its difference). Decision prompts' reference: `reference_decision`."""
+        start): every earlier player said a true phrase of its own image; each spy clue is, with even odds,
+        one true of both images (hiding its difference) or one true of its image only (exposing it). Decision prompts' reference: `reference_decision`."""
         rng = random.Random(f"script:{self.split}:{self.seed}")
         n_clues = self.cfg.players * self.cfg.rounds
         decision = self.cfg.scripted == "decision" or (self.cfg.scripted == "mixed" and rng.random() < 0.5)
         upto = n_clues if decision else rng.randrange(n_clues)
         own = {False: phrases(self.pair.record, False), True: phrases(self.pair.record, True)}
         shared = [p for p in own[True] if p in set(own[False])]
+        exposing = [p for p in own[True] if p not in set(own[False])]
         said: list[str] = []
         for t in range(upto + (0 if decision else 1)):
             player = t % self.cfg.players
             pool = own[player == self.spy]
-            if player == self.spy and shared and rng.random() < 0.5:
-                pool = shared
+            if player == self.spy:  # half hiding (true of both images), half exposing (true of its image only)
+                pool = (shared if rng.random() < 0.5 else exposing) or pool
             fresh = [p for p in pool if p not in said] or pool
             said.append(rng.choice(fresh))
         for t, clue in enumerate(said[:upto]):

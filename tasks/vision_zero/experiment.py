@@ -6,8 +6,9 @@
 
 `speed` plays the same M games twice with the configured model (sampling, one CPU thread): once with all
 games in one `run_episodes` call (every game's next prompt in one generate call), once one game at a time;
-games per minute of each. `learn` evaluates `model.path` on N held-out games (greedy, task.observer_samples=1:
-the decision accuracy of the finished games) and on the held-out probe, trains (self-play with
+games per minute of each. `learn` evaluates `--start` on N held-out pairs (the decision prompt after a scripted clue stage,
+greedy, one answer: decision accuracy, the headline), on `--games-played` held-out games played in full
+and on the held-out probe, trains (self-play with
 vlrl/train.py, or `--method sft`: the supervised control on scripted clue prompts with vlrl/sft.py, same
 steps), evaluates the final checkpoint on the same games and questions, and writes one JSON with the
 paired differences and their standard errors.
@@ -139,14 +140,18 @@ def probe(model_path: str, overrides: list[str], n: int) -> list[float]:
 
 # ---------------------------------------------------------------- learn
 
-def held_out_games(model_path: str, overrides: list[str], n: int) -> tuple[list[float], dict]:
-    """Per-game decision correctness (greedy, one observer sample) on eval games 0..n-1, and the report."""
+def held_out_games(model_path: str, overrides: list[str], n: int, scripted: bool = False) -> tuple[list[float], dict]:
+    """Per-game decision correctness (greedy, one observer sample) on eval games 0..n-1, and the report.
+
+    scripted=True: the decision prompt of each held-out pair after a scripted clue stage (the same clues
+    before and after training, `task.scripted=decision`): decision skill alone, one generate call a game."""
     from vlrl.evaluate import evaluate
     from tasks.vision_zero.env import game_of
 
     cfg, task = validate(compose(BASE + overrides + [f"model.path={model_path}", f"eval.num_examples={n}",
                                                      f"task.eval_examples={n}", "task.observer_samples=1",
-                                                     "eval.batch_size=64"]))
+                                                     "eval.batch_size=64", "task.decision=observer",
+                                                     f"task.scripted={'decision' if scripted else 'off'}"]))
     report, episodes = evaluate(cfg, task, progress=False)
     per_game = []
     for ep in episodes:
@@ -163,10 +168,11 @@ def paired(before: list[float], after: list[float]) -> dict:
             "gain_points": 100 * d, "gain_stderr_points": 100 * sd}
 
 
-def learn(out: Path, overrides: list[str], train_only: list[str], n_eval: int, n_probe: int, method: str,
-          start: str, seed: int) -> dict:
+def learn(out: Path, overrides: list[str], train_only: list[str], n_eval: int, n_games: int, n_probe: int,
+          method: str, start: str, seed: int) -> dict:
     t0 = time.perf_counter()
-    games_before, rep_before = held_out_games(start, overrides, n_eval)
+    dec_before, rep_before = held_out_games(start, overrides, n_eval, scripted=True)
+    games_before, play_before = held_out_games(start, overrides, n_games)
     probe_before = probe(start, overrides, n_probe)
     t_eval = time.perf_counter() - t0
     run_dir = out / method
@@ -186,13 +192,17 @@ def learn(out: Path, overrides: list[str], train_only: list[str], n_eval: int, n
         sft_run(cfg, task)
     t_train = time.perf_counter() - t1
     final = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
-    games_after, rep_after = held_out_games(str(final), overrides, n_eval)
+    dec_after, rep_after = held_out_games(str(final), overrides, n_eval, scripted=True)
+    games_after, play_after = held_out_games(str(final), overrides, n_games)
     probe_after = probe(str(final), overrides, n_probe)
     return {"method": method, "seed": seed, "start": start, "final_checkpoint": str(final),
-            "held_out_games": n_eval, "held_out_probe_questions": n_probe,
-            **paired(games_before, games_after),
+            "metric": "decision accuracy on held-out pairs (scripted clue stage, greedy, one observer answer)",
+            "held_out_pairs": n_eval, "held_out_games": n_games, "held_out_probe_questions": n_probe,
+            **paired(dec_before, dec_after),
+            "played_games": paired(games_before, games_after),
             "probe": paired(probe_before, probe_after),
-            "report_before": rep_before["breakdown"], "report_after": rep_after["breakdown"],
+            "decision_report_before": rep_before["breakdown"], "decision_report_after": rep_after["breakdown"],
+            "played_report_before": play_before["breakdown"], "played_report_after": play_after["breakdown"],
             "wall_s": {"eval_before": t_eval, "train": t_train, "total": time.perf_counter() - t0},
             "overrides": overrides, "train_overrides": train_only}
 
@@ -204,6 +214,7 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=32)
     parser.add_argument("--out", type=Path, default=Path("runs/vision_zero_learn"))
     parser.add_argument("--eval", type=int, default=1000)
+    parser.add_argument("--games-played", type=int, default=200, help="held-out games played in full")
     parser.add_argument("--probe", type=int, default=1000)
     parser.add_argument("--method", choices=["spo", "sft"], default="spo")
     parser.add_argument("--start", default="assets/tiny-vision-zero")
@@ -214,7 +225,8 @@ def main() -> None:
     if args.cmd == "speed":
         result = speed(overrides, args.games)
     else:
-        result = learn(args.out, overrides, args.train, args.eval, args.probe, args.method, args.start, args.seed)
+        result = learn(args.out, overrides, args.train, args.eval, args.games_played, args.probe, args.method,
+                       args.start, args.seed)
     result.update(provenance(argv))
     _write(result, args.summary, None if args.cmd == "speed" else args.out / f"summary_{args.method}.json")
     print(json.dumps({k: v for k, v in result.items() if not isinstance(v, (dict, list))}, indent=1))
