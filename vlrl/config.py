@@ -84,7 +84,9 @@ class ModelConfig:
 class AlgoConfig:
     name: str = opt("grpo", "label for logs: grpo | dapo | dr_grpo | gui_g1 | ppo")
     group_size: int = opt(8, "G: rollouts per prompt / initial state")
-    advantage: str = opt("group", "advantage estimator: group (group-relative) | gae")
+    advantage: str = opt("group", "advantage estimator: group (group-relative) | gae | role (per-turn r - b_role, "
+                         "EMA baseline per role the task declares: multi-role games)")
+    role_decay: float = opt(0.9, "role: EMA decay of the per-role baselines (weight of the old baseline)")
     scale: str = opt("group", "group advantages: divide by std of the group | batch | none (Dr.GRPO, GUI-G1)")
     loss_type: str = opt("dapo", "loss aggregation, TRL names: " + " | ".join(LOSS_TYPES))
     eps_low: float = opt(0.2, "lower ratio clip: r >= 1 - eps_low")
@@ -113,6 +115,7 @@ class AlgoConfig:
         _one_of(self.critic, "algo.critic", ("shared", "separate"))
         _check(self.advantage != "gae" or self.scale in ("batch", "none"), "algo.scale",
                "with advantage=gae use batch (whiten over the batch) or none")
+        _check(0 <= self.role_decay <= 1, "algo.role_decay", "must be in [0, 1]")
         _check(0 <= self.gamma <= 1, "algo.gamma", "must be in [0, 1]")
         _check(0 <= self.lam <= 1, "algo.lam", "must be in [0, 1]")
         _check(self.vf_coef >= 0, "algo.vf_coef", "must be >= 0")

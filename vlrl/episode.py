@@ -39,6 +39,14 @@ class Observation:
     # Derived data (the processor's encoding), filled by the rollout engine and reused by the trainer,
     # so each observation is preprocessed once however many episodes share it.
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # Multi-role episodes (games): who acts on this observation ("spy", "civilian", ...). The role picks
+    # the EMA baseline of algo.advantage=role (vlrl/algos/roles.py) and groups the per-role metrics;
+    # None: the task has a single role.
+    role: str | None = None
+    # Turns after the first: draw this many samples of this observation in the same batched generate
+    # call; run_episodes steps the env with each in order (one Turn per sample), and the observation
+    # returned by the last of those steps is the next one (e.g. an observer sampled G times).
+    num_samples: int = 1
 
 
 @dataclass

@@ -20,7 +20,7 @@ from vlrl.episode import Env, Episode, Observation
 
 REQUIRED = ("Config", "make_env", "num_examples", "report")
 OPTIONAL = ("sample_weights", "episode_success", "score_episodes", "reference_answer", "reference_ids",
-            "markdown", "dump_examples", "required_max_turns")
+            "markdown", "dump_examples", "required_max_turns", "roles", "role_schedule")
 CONFIG_FIELDS = ("name", "module")  # every task Config has these: the name in logs, the module to import
 REPORT_KEYS = ("overall", "count", "skipped", "breakdown")  # one evaluation report schema for every task
 
@@ -68,6 +68,33 @@ class Task(Protocol):
 
     def required_max_turns(self, cfg: Any) -> int:
         """The most turns an episode may take; the evaluator refuses a smaller rollout.max_turns. Default: 1."""
+
+    def roles(self, cfg: Any) -> list[str]:
+        """The role names its observations carry (`Observation.role`), for algo.advantage=role. Default:
+        none (training with algo.advantage=role refuses the task)."""
+
+    def role_schedule(self, cfg: Any) -> Any:
+        """A stateful object for multi-role training (`RoleSchedule` below), made once per run. Default: None
+        (every role is trained, no extra metrics)."""
+
+
+@runtime_checkable
+class RoleSchedule(Protocol):
+    """Which roles receive gradients at a step, and the task's own per-step metrics (win rates, ...).
+
+    Turns of the roles not trained at a step are still played (they shape the others' rewards and the
+    baselines) but become no training rows. Its state is saved in checkpoints (plain Python values)."""
+
+    def trained_roles(self, step: int) -> list[str] | None:
+        """The roles trained at `step` (None: all)."""
+
+    def observe(self, step: int, episodes: list[Episode], out_dir: str | None) -> dict[str, float]:
+        """Update the state from the step's episodes (e.g. an adaptive switch); metrics for the loggers.
+        `out_dir`: the run's folder on the main process (for the task's own files, e.g. a game viewer), else None."""
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
 
 
 class TaskError(ValueError):
@@ -144,6 +171,14 @@ class LoadedTask:
 
     def required_max_turns(self, cfg) -> int:
         return int(self.hooks["required_max_turns"](cfg)) if "required_max_turns" in self.hooks else 1
+
+    def roles(self, cfg) -> list[str]:
+        if "roles" not in self.hooks:
+            raise TaskError(f"task {self.name!r} declares no roles (hook roles(cfg)): algo.advantage=role needs them")
+        return [str(r) for r in self.hooks["roles"](cfg)]
+
+    def role_schedule(self, cfg):
+        return self.hooks["role_schedule"](cfg) if "role_schedule" in self.hooks else None
 
     def __getattr__(self, name: str):
         # Task-specific helpers (e.g. a task's own CLI utilities) stay reachable; hooks go through the methods.

@@ -37,6 +37,8 @@ from vlrl.models import base_model, load_model
 from vlrl.rollout import make_engine, run_episodes
 from vlrl.forward import Row
 from vlrl.skips import SkipBudget, skip_metrics, skipped_report
+from vlrl.algos.roles import RoleBaselines, role_metrics
+from vlrl.episode import turn_reward
 from vlrl.trainer import TrainRow, build_rows, global_sum, build_turn_rows, episode_advantages, gae_advantages, start_run, update
 
 
@@ -70,6 +72,20 @@ def informative(episodes, cfg: Config) -> list[bool]:
         rewards = [ep.total_reward(cfg.algo.reward_weights) for ep in episodes[i : i + G]]
         keep.extend([max(rewards) > min(rewards)] * len(rewards))  # NaN compares False: dropped
     return keep
+
+
+def role_rows(episodes, baselines: RoleBaselines, cfg: Config, trained) -> tuple[list[TrainRow], dict[str, float]]:
+    """algo.advantage=role: every turn is a row with advantage r_turn - b_role (its observation's role), the
+    baselines updated with this step's turns first (all of them, trained roles or not). Rows only for
+    the `trained` roles (None: all). Returns (rows, per-role metrics `role/<name>/...`)."""
+    turns = [t for ep in episodes for t in ep.turns]
+    rewards = [turn_reward(t.rewards, cfg.algo.reward_weights) for t in turns]
+    roles = [t.observation.role or "" for t in turns]
+    adv = baselines.advantages(rewards, roles)  # every process calls it: the sums are all-reduced
+    rows = [TrainRow(Row(t.observation, t.response_ids), t.logprobs, float(a))
+            for t, a, role in zip(turns, adv.tolist(), roles)
+            if t.response_ids and (trained is None or role in trained)]
+    return rows, role_metrics(rewards, roles, adv, baselines.roles, baselines.baselines, trained)
 
 
 def out_of_time(elapsed_s: float, budget_min: float, device=None) -> bool:
@@ -119,6 +135,12 @@ def run(cfg: Config, task) -> dict:
         if "critic" in state:
             critic.load_state_dict(state["critic"])
             critic_optimizer.load_state_dict(state["critic_optimizer"])
+    baselines = RoleBaselines(task.roles(cfg.task), cfg.algo.role_decay) if cfg.algo.advantage == "role" else None
+    if baselines is not None and "role_baselines" in state:
+        baselines.load_state_dict(state["role_baselines"])
+    schedule = task.role_schedule(cfg.task)  # multi-role tasks: which roles train at a step, task metrics
+    if schedule is not None and "role_schedule" in state:
+        schedule.load_state_dict(state["role_schedule"])
     curriculum = None
     if cfg.trainer.curriculum_pool:
         curriculum = SeedCurriculum(cfg.trainer.curriculum_pool, cfg.trainer.curriculum_window,
@@ -144,6 +166,10 @@ def run(cfg: Config, task) -> dict:
                 extra.update(critic=critic.state_dict(), critic_optimizer=critic_optimizer.state_dict())
             if curriculum is not None:
                 extra["curriculum"] = curriculum.state_dict()
+            if baselines is not None:
+                extra["role_baselines"] = baselines.state_dict()
+            if schedule is not None:
+                extra["role_schedule"] = schedule.state_dict()
             checkpoint.save(out_dir, step, base_model(model) if cfg.model.lora.r == 0 else model, processor,
                             optimizer, scheduler, extra, keep=cfg.trainer.keep_checkpoints, **full)
             plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl"), CURVES), CURVES,
@@ -187,7 +213,11 @@ def run(cfg: Config, task) -> dict:
 
             keep = informative(episodes, cfg) if cfg.algo.filter_groups else [True] * len(episodes)
             sel = [i for i, k in enumerate(keep) if k]
-            if critic is not None:  # PPO: per-turn GAE advantages from the critic's values
+            trained = schedule.trained_roles(step) if schedule is not None else None
+            role_stats: dict = {}
+            if baselines is not None:  # multi-role: per-turn r - b_role
+                rows, role_stats = role_rows([episodes[i] for i in sel], baselines, cfg, trained)
+            elif critic is not None:  # PPO: per-turn GAE advantages from the critic's values
                 with strategy.gathered(model), strategy.autocast():
                     values, bootstrap = episode_values(critic, processor, [episodes[i] for i in sel])
                 advs, returns = gae_advantages([episodes[i] for i in sel], cfg.algo, values, bootstrap)
@@ -196,6 +226,8 @@ def run(cfg: Config, task) -> dict:
                 advantages = episode_advantages(episodes, cfg.algo)
                 weights = group_weights(task, cfg, episodes)
                 rows = build_rows([episodes[i] for i in sel], advantages[sel], [weights[i] for i in sel])
+            if trained is not None:  # the untrained roles' turns were played (they shaped rewards) but get no gradient
+                rows = [r for r in rows if r.row.observation.role in trained]
             stats = {}
             # Every process updates when any has rows: gradients are reduced across all of them.
             if global_sum([len(rows)], accelerator.device)[0] > 0:
@@ -212,6 +244,9 @@ def run(cfg: Config, task) -> dict:
                 metrics["success/rate"] = sum(task.episode_success(ep, cfg.task) for ep in episodes) / len(episodes)
             n_tokens = sum(len(t.response_ids) for ep in episodes for t in ep.turns)
             metrics.update(stats)
+            metrics.update(role_stats)
+            if schedule is not None:
+                metrics.update(schedule.observe(step, episodes, out_dir if main else None))
             metrics.update(skip_metrics(rollout_stats))
             metrics.update({
                 "time/step": dt, "time/rollout": t_rollout, "time/update": dt - t_rollout,

@@ -20,6 +20,8 @@ NOT_READ_HERE = {
     "task.module": "read from the composed config before it is typed (vlrl.config.import_task imports the task)",
     "rollout.vllm_gpu_memory_utilization": "read by the vLLM engine only (rollout.engine=vllm; on CPU a non-default value is refused)",
     "rollout.vllm_tensor_parallel_size": "read by the vLLM engine only (rollout.engine=vllm; on CPU a non-default value is refused)",
+    "algo.role_decay": "read only with algo.advantage=role, which needs a task declaring roles (the toy task has "
+                       "none; tests/vlrl/test_multi_role.py trains one)",
 }
 # Trainer fields vlrl/sft.py does not read, each with why (everything else the RL trainer reads, SFT reads too).
 SFT_NOT_READ = {

@@ -14,8 +14,9 @@ import torch
 # algo.scale: divide by the group's std, the batch's std, or not at all (group_advantages; "batch" also
 # whitens GAE advantages in vlrl/trainer.py).
 ADVANTAGE_SCALES = ("group", "batch", "none")
-# algo.advantage: group-relative (group_advantages, here) or GAE from a critic's values (vlrl/algos/gae.py).
-ADVANTAGE_ESTIMATORS = ("group", "gae")
+# algo.advantage: group-relative (group_advantages, here), GAE from a critic's values (vlrl/algos/gae.py), or
+# per-turn r - b_role with per-role EMA baselines (vlrl/algos/roles.py; the task declares its roles).
+ADVANTAGE_ESTIMATORS = ("group", "gae", "role")
 
 
 def _masked_unbiased_std(values: torch.Tensor, valid: torch.Tensor, mean: torch.Tensor, dim=None) -> torch.Tensor:

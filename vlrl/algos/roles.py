@@ -25,7 +25,7 @@ Update rule, once per training step, for each role with at least one valid rewar
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import torch
 import torch.distributed as dist
@@ -175,3 +175,27 @@ class RoleBaselines:
         baselines = {str(k): float(v) for k, v in state["baselines"].items()}
         self._check_roles(list(baselines))
         self.baselines = baselines
+
+
+def role_metrics(rewards, roles: Sequence[str], advantages, declared: Sequence[str],
+                 baselines: Mapping[str, float], trained: Collection[str] | None = None) -> dict[str, float]:
+    """Per-role numbers of one step for the run's loggers, `role/<name>/<key>` for every declared role.
+
+    Args: rewards: [B] turn rewards (NaN = unscored, left out); roles: [B]; advantages: [B];
+    declared: every role name; baselines: {role: baseline} after the step's update; trained: the roles
+    that received gradients this step (None: all). Keys: `reward` (mean valid reward, NaN when the role
+    had none), `turns` (turns played), `baseline` (NaN before the role's first observation),
+    `advantage` (mean), `trained` (1.0 or 0.0).
+    """
+    r = _as_rewards(rewards, roles).tolist()
+    a = torch.as_tensor(advantages, dtype=torch.float64).tolist()
+    out: dict[str, float] = {}
+    for role in declared:
+        idx = [i for i, x in enumerate(roles) if x == role]
+        valid = [r[i] for i in idx if not math.isnan(r[i])]
+        out[f"role/{role}/reward"] = sum(valid) / len(valid) if valid else math.nan
+        out[f"role/{role}/turns"] = float(len(idx))
+        out[f"role/{role}/baseline"] = float(baselines.get(role, math.nan))
+        out[f"role/{role}/advantage"] = sum(a[i] for i in idx) / len(idx) if idx else math.nan
+        out[f"role/{role}/trained"] = float(trained is None or role in trained)
+    return out

@@ -40,7 +40,10 @@ def run_episodes(
 
     The first observation of a group is computed once and shared by its G episodes (one env is
     reset, the others are copies), so the engine encodes its images once. Later turns are decoded
-    in one batched call over all live episodes.
+    in one batched call over all live episodes (games of several players: every game's next prompt in
+    one call). An observation after the first may ask for `num_samples` > 1 samples (a decision
+    sampled G times): they join the same call and the env is stepped with each in order, one Turn each
+    (together they count as one of the `max_turns`).
 
     A seed whose reset fails with OSError / ValueError (a corrupt or missing image, a bad record)
     is skipped with a warning and counted in `stats`: `skipped_samples` (total) and
@@ -69,28 +72,31 @@ def run_episodes(
 
     if not first_obs:
         return []
-    samples = [s for group in engine.generate(first_obs, n=group_size, greedy=greedy) for s in group]
+    samples = [[s] for group in engine.generate(first_obs, n=group_size, greedy=greedy) for s in group]
     current = [first_obs[i // group_size] for i in range(len(episodes))]
     live = list(range(len(episodes)))
     for turn_idx in range(max_turns):
         next_live = []
         for k, ep_idx in enumerate(live):
-            sample = samples[k]
-            env = envs[ep_idx]
-            # Envs whose actions are tokens (VLA) take the sampled ids: text would have to be re-tokenised.
-            result = env.step_ids(sample.response_ids) if hasattr(env, "step_ids") else env.step(sample.text)
-            truncated = result.truncated or (not result.done and turn_idx == max_turns - 1)
-            turn = Turn(
-                observation=current[ep_idx],
-                response_ids=sample.response_ids,
-                logprobs=sample.logprobs,
-                response_text=sample.text,
-                rewards=dict(result.rewards),
-                done=result.done,
-                truncated=truncated,
-                info={**result.info, "finished": sample.finished},
-            )
-            episodes[ep_idx].turns.append(turn)
+            env, obs = envs[ep_idx], current[ep_idx]
+            for j, sample in enumerate(samples[k]):  # one sample, or obs.num_samples of them (stepped in order)
+                # Envs whose actions are tokens (VLA) take the sampled ids: text would have to be re-tokenised.
+                result = env.step_ids(sample.response_ids) if hasattr(env, "step_ids") else env.step(sample.text)
+                last = j == len(samples[k]) - 1 or result.done
+                truncated = result.truncated or (last and not result.done and turn_idx == max_turns - 1)
+                turn = Turn(
+                    observation=obs,
+                    response_ids=sample.response_ids,
+                    logprobs=sample.logprobs,
+                    response_text=sample.text,
+                    rewards=dict(result.rewards),
+                    done=result.done,
+                    truncated=truncated,
+                    info={**result.info, "finished": sample.finished},
+                )
+                episodes[ep_idx].turns.append(turn)
+                if last:
+                    break
             if truncated and result.observation is not None:
                 episodes[ep_idx].info["bootstrap_observation"] = result.observation  # PPO bootstraps V from it
             if not (result.done or truncated):
@@ -99,5 +105,17 @@ def run_episodes(
         live = next_live
         if not live:
             break
-        samples = [g[0] for g in engine.generate([current[i] for i in live], n=1, greedy=greedy)]
+        samples = next_samples(engine, [current[i] for i in live], greedy)
     return episodes
+
+
+def next_samples(engine, observations: list, greedy: bool) -> list[list]:
+    """Samples for the live episodes' next turn, all in ONE generate call: `obs.num_samples` of each
+    observation (1 unless the env asks for more). Returns [len(observations)][num_samples] samples."""
+    counts = [max(1, int(o.num_samples)) for o in observations]
+    flat = [g[0] for g in engine.generate([o for o, c in zip(observations, counts) for _ in range(c)], n=1, greedy=greedy)]
+    out, i = [], 0
+    for c in counts:
+        out.append(flat[i : i + c])
+        i += c
+    return out

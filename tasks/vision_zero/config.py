@@ -1,0 +1,80 @@
+"""Typed config of the Vision-Zero game (`task=vision_zero`); invalid values fail at load, naming the field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vlrl.config import opt
+
+DECISIONS = ("observer", "vote")
+SCHEDULES = ("fixed", "adaptive")
+LANGUAGES = ("grounded", "free")
+PAIRS = ("grid", "chart", "clevr")
+
+
+def _bad(field: str, value, why: str) -> ValueError:
+    return ValueError(f"invalid config value for 'task.{field}': {value!r} ({why})")
+
+
+@dataclass
+class Config:
+    name: str = opt("vision_zero", "task name in logs and reports")
+    module: str = opt("tasks.vision_zero", "where the task lives")
+    players: int = opt(4, "N: players per game (one of them the spy)")
+    rounds: int = opt(2, "R: clue rounds; every player speaks once per round, in order")
+    decision: str = opt("observer", "decision stage: observer (original image + all clues, sampled "
+                        "observer_samples times) | vote (every civilian votes once)")
+    observer_samples: int = opt(4, "G: samples of the observer's decision prompt (one batched call)")
+    schedule: str = opt("fixed", "Iterative-SPO: fixed (decision when step % (2 cycle) < cycle) | adaptive")
+    cycle: int = opt(5, "fixed schedule: L, steps per phase")
+    to_clue_accuracy: float = opt(0.9, "adaptive: switch to clue training at this windowed decision accuracy ...")
+    max_na_rate: float = opt(0.1, "adaptive: ... and at most this N/A rate")
+    back_accuracy: float = opt(0.6, "adaptive: back to decision training below this accuracy")
+    switch_window: int = opt(4, "adaptive: steps pooled for each switch judgement")
+    clue_language: str = opt("grounded", "grounded (prompts name the scene-phrase forms the warm start taught) "
+                             "| free (one free sentence: real checkpoints)")
+    pairs: str = opt("grid", "image pairs: grid (tiny-model scenes, fast) | chart (matplotlib) | clevr (MuJoCo)")
+    grid: int = opt(3, "grid pairs: cells per side (28 px each)")
+    changes: int = opt(1, "objects (grid, clevr) or values/labels (chart) changed in the spy's image")
+    image_width: int = opt(160, "chart / clevr pairs: width in pixels (height = 3/4 of it)")
+    beta: float = opt(0.1, "clue reward: weight of Psi = v_spy - mean(v_civilians)")
+    lam: float = opt(0.1, "clue reward: weight of a civilian's own excess votes")
+    clue_format_penalty: float = opt(0.3, "subtracted from the clue reward of a malformed clue (no box, repeat, ...)")
+    alarm_window: int = opt(50, "collapse alarm: games in the sliding window")
+    alarm_threshold: float = opt(0.9, "collapse alarm: raised when one side wins more than this share of the window")
+    viewer_every: int = opt(10, "write DIR/games/step_N.html (one game per page) every N steps; 0 = never")
+    scripted: str = opt("off", "warm start only (vlrl/sft.py): reset(seed) returns a mid-game clue | decision | mixed "
+                        "(half each) prompt with a scripted history and its reference answer; off = real games")
+    eval_examples: int = opt(200, "held-out games (eval seeds 0..N-1)")
+
+    def __post_init__(self):
+        checks = [
+            ("players", self.players >= 3, "at least 3: one spy and two civilians"),
+            ("rounds", self.rounds >= 1, "at least 1"),
+            ("decision", self.decision in DECISIONS, f"one of {DECISIONS}"),
+            ("observer_samples", self.observer_samples >= 1, "at least 1"),
+            ("schedule", self.schedule in SCHEDULES, f"one of {SCHEDULES}"),
+            ("cycle", self.cycle >= 1, "at least 1"),
+            ("switch_window", self.switch_window >= 1, "at least 1"),
+            ("clue_language", self.clue_language in LANGUAGES, f"one of {LANGUAGES}"),
+            ("pairs", self.pairs in PAIRS, f"one of {PAIRS}"),
+            ("grid", 2 <= self.grid <= 4, "2 to 4"),
+            ("changes", self.changes >= 1 and (self.pairs != "chart" or self.changes <= 2), "at least 1 (charts: 1 or 2)"),
+            ("image_width", self.image_width >= 56, "at least 56"),
+            ("beta", self.beta >= 0, ">= 0"),
+            ("lam", self.lam >= 0, ">= 0"),
+            ("clue_format_penalty", self.clue_format_penalty >= 0, ">= 0"),
+            ("alarm_window", self.alarm_window >= 1, "at least 1"),
+            ("alarm_threshold", 0.5 <= self.alarm_threshold <= 1, "in [0.5, 1]"),
+            ("viewer_every", self.viewer_every >= 0, ">= 0"),
+            ("scripted", self.scripted in ("off", "clue", "decision", "mixed"), "off | clue | decision | mixed"),
+            ("eval_examples", self.eval_examples >= 0, ">= 0"),
+        ]
+        for field, ok, why in checks:
+            if not ok:
+                raise _bad(field, getattr(self, field), why)
+        if self.back_accuracy > self.to_clue_accuracy:
+            raise _bad("back_accuracy", self.back_accuracy, "must be <= to_clue_accuracy")
+        for field in ("to_clue_accuracy", "max_na_rate", "back_accuracy"):
+            if not 0 <= getattr(self, field) <= 1:
+                raise _bad(field, getattr(self, field), "in [0, 1]")

@@ -1,0 +1,204 @@
+"""The "Who is the spy" game as one multi-role episode: N * R clue turns, then the decision turn(s).
+
+Turn order of a game (every turn is one Observation with its `role`):
+  clue turns t = 0 .. N*R - 1: player t % N speaks in round t // N ("spy" or "civilian"), seeing its own
+      image, every earlier clue and its own earlier outputs;
+  decision: `observer` mode: one observation (original image + all clues) with num_samples = G (the
+      rollout draws the G samples in one batched call); `vote` mode: each civilian in turn ("voter").
+Rewards at step time: decision turns {"decision": decision_reward}; clue turns {"clue": 0.0}, filled in
+by `score_clues` from the votes once the game is over (the last turn's info["game"] holds everything).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from PIL import Image
+
+from rewards.vision_zero import NA, PLAYER_BASE, check_clue, clue_rewards, score_decision, votes_received
+from tasks.vision_zero.config import Config
+from tasks.vision_zero.language import phrases, reference_decision
+from tasks.vision_zero.pairs import Pair
+from vlrl.episode import Observation, StepResult
+
+SPY_NOTE = ("You are the spy: your image differs from the others' (some objects were changed; positions are the "
+            "same). Blend in.")
+CIVILIAN_NOTE = "You are a civilian. One player, the spy, sees a changed image: help find the spy."
+CLUE_ASK = {"grounded": "Give one new clue about your image in \\boxed{}, like \\boxed{there is a red circle}.",
+            "free": "Describe one feature of your image in one new sentence inside \\boxed{}."}
+
+
+def pair_seed(split: str, seed: int) -> int:
+    """The generator seed of game `seed` of `split`: train and eval draw disjoint pairs."""
+    return random.Random(f"vision_zero:{split}:{seed}").getrandbits(31)
+
+
+def make_pair(cfg: Config, split: str, seed: int) -> Pair:
+    s = pair_seed(split, seed)
+    if cfg.pairs == "grid":
+        from tasks.vision_zero.pairs.grid import grid_pair
+
+        return grid_pair(s, grid=cfg.grid, k=cfg.changes, num_objects=None if cfg.changes < 2 else
+                         random.Random(s).randint(max(2, cfg.changes), cfg.grid * cfg.grid - 1))
+    width, height = cfg.image_width, cfg.image_width * 3 // 4
+    if cfg.pairs == "chart":
+        from tasks.vision_zero.pairs.charts import chart_pair
+
+        return chart_pair(s, num_changes=cfg.changes, width=width, height=height)
+    from tasks.vision_zero.pairs.clevr import clevr_pair
+
+    return clevr_pair(s, k=cfg.changes, num_objects=random.Random(s).randint(max(3, cfg.changes), 8),
+                      width=width, height=height)
+
+
+def clue_lines(clues: list[dict]) -> str:
+    """The earlier clues as prompt lines, "Player k: clue" (a turn without one box shows "(no clue)")."""
+    if not clues:
+        return "(none yet)"
+    return "\n".join(f"Player {c['player'] + PLAYER_BASE}: {c['clue'] if c['clue'] is not None else '(no clue)'}"
+                     for c in clues)
+
+
+def clue_prompt(cfg: Config, player: int, spy: int, clues: list[dict]) -> str:
+    own = [c["text"].strip()[:300] for c in clues if c["player"] == player and c["text"].strip() != f"\\boxed{{{c['clue']}}}"]
+    notes = ("\nYour earlier answers:\n" + "\n".join(own)) if own else ""
+    return (f"Who is the spy? You are Player {player + PLAYER_BASE} of {cfg.players}. "
+            f"{SPY_NOTE if player == spy else CIVILIAN_NOTE}\nClues so far:\n{clue_lines(clues)}{notes}\n"
+            f"{CLUE_ASK[cfg.clue_language]}")
+
+
+def decision_prompt(cfg: Config, clues: list[dict], voter: int | None) -> str:
+    who = ("You watch a game of Who is the spy. This is the original image; one player, the spy, saw a changed one."
+           if voter is None else f"You are Player {voter + PLAYER_BASE}, a civilian; this is your image.")
+    return (f"{who}\nClues:\n{clue_lines(clues)}\nWhich player is the spy? Answer \\boxed{{k}} with k from 1 to "
+            f"{cfg.players}, or \\boxed{{N/A}} if you cannot tell.")
+
+
+def _observation(text: str, image: np.ndarray, role: str, info: dict, num_samples: int = 1) -> Observation:
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+    return Observation(messages=messages, images=[Image.fromarray(image)], info=info, role=role,
+                       num_samples=num_samples)
+
+
+def caught(votes: list[float], spy: int) -> bool:
+    """The spy is caught when it received strictly more votes than every other player."""
+    return votes[spy] > 0 and all(v < votes[spy] for j, v in enumerate(votes) if j != spy)
+
+
+class VisionZeroEnv:
+    """One game per reset; see the module docstring for the turn order."""
+
+    def __init__(self, cfg: Config, split: str):
+        self.cfg, self.split = cfg, split
+        self.pair: Pair | None = None
+
+    def reset(self, seed: int) -> Observation:
+        self.pair = make_pair(self.cfg, self.split, seed)
+        self.seed = seed
+        self.spy = random.Random(f"spy:{self.split}:{seed}").randrange(self.cfg.players)
+        self.clues: list[dict] = []
+        self.decisions: list[dict] = []
+        return self._clue_observation() if self.cfg.scripted == "off" else self._scripted()
+
+    def _scripted(self) -> Observation:
+        """A mid-game prompt with a scripted history and its reference answer in info["reference"] (warm
+        start): every earlier player said a true phrase of its own image; each spy clue is, with even odds,
+        one true of both images (hiding its difference) or one true of its image only (exposing it). Decision prompts' reference: `reference_decision`."""
+        rng = random.Random(f"script:{self.split}:{self.seed}")
+        n_clues = self.cfg.players * self.cfg.rounds
+        decision = self.cfg.scripted == "decision" or (self.cfg.scripted == "mixed" and rng.random() < 0.5)
+        upto = n_clues if decision else rng.randrange(n_clues)
+        own = {False: phrases(self.pair.record, False), True: phrases(self.pair.record, True)}
+        shared = [p for p in own[True] if p in set(own[False])]
+        exposing = [p for p in own[True] if p not in set(own[False])]
+        said: list[str] = []
+        for t in range(upto + (0 if decision else 1)):
+            player = t % self.cfg.players
+            pool = own[player == self.spy]
+            if player == self.spy:  # half hiding (true of both images), half exposing (true of its image only)
+                pool = (shared if rng.random() < 0.5 else exposing) or pool
+            fresh = [p for p in pool if p not in said] or pool
+            said.append(rng.choice(fresh))
+        for t, clue in enumerate(said[:upto]):
+            self.clues.append({"player": t % self.cfg.players, "round": t // self.cfg.players,
+                               "text": f"\\boxed{{{clue}}}", "clue": clue, "ok": True, "reason": None})
+        if decision:
+            by_player = [[c["clue"] for c in self.clues if c["player"] == j] for j in range(self.cfg.players)]
+            ref = reference_decision(by_player, self.pair.record)
+            obs = self._decision_observation()
+            obs.info["reference"] = f"\\boxed{{{ref if ref == NA else ref + PLAYER_BASE}}}"
+        else:
+            obs = self._clue_observation()
+            obs.info["reference"] = f"\\boxed{{{said[upto]}}}"
+        return obs
+
+    # ---- observations
+    def image_of(self, player: int | None) -> np.ndarray:
+        return self.pair.modified if player == self.spy else self.pair.original
+
+    def _clue_observation(self) -> Observation:
+        t = len(self.clues)
+        player = t % self.cfg.players
+        info = {"stage": "clue", "player": player, "round": t // self.cfg.players, "spy": self.spy, "seed": self.seed,
+                "record": self.pair.record}
+        return _observation(clue_prompt(self.cfg, player, self.spy, self.clues), self.image_of(player),
+                            "spy" if player == self.spy else "civilian", info)
+
+    def voters(self) -> list[int | None]:
+        """Who decides: [None] (the observer) or the civilians in order."""
+        return [None] if self.cfg.decision == "observer" else [j for j in range(self.cfg.players) if j != self.spy]
+
+    def _decision_observation(self) -> Observation:
+        voter = self.voters()[0 if self.cfg.decision == "observer" else len(self.decisions)]
+        info = {"stage": "decision", "player": voter, "spy": self.spy, "seed": self.seed, "record": self.pair.record,
+                "clues": [c["clue"] for c in self.clues], "clue_players": [c["player"] for c in self.clues]}
+        n = self.cfg.observer_samples if voter is None else 1
+        return _observation(decision_prompt(self.cfg, self.clues, voter), self.image_of(voter),
+                            "observer" if voter is None else "voter", info, num_samples=n)
+
+    # ---- steps
+    def step(self, text: str) -> StepResult:
+        n_clues = self.cfg.players * self.cfg.rounds
+        if len(self.clues) < n_clues:
+            t = len(self.clues)
+            check = check_clue(text, [c["clue"] for c in self.clues])
+            self.clues.append({"player": t % self.cfg.players, "round": t // self.cfg.players, "text": text,
+                               "clue": check.clue, "ok": check.ok, "reason": check.reason})
+            nxt = self._clue_observation() if len(self.clues) < n_clues else self._decision_observation()
+            return StepResult(nxt, {"clue": 0.0}, False, info={"format_ok": float(check.ok), "reason": check.reason})
+        voters = self.voters()
+        voter = voters[0] if self.cfg.decision == "observer" else voters[len(self.decisions)]
+        s = score_decision(text, self.spy, self.cfg.players)
+        self.decisions.append({"voter": voter, "text": text, **s})
+        total = self.cfg.observer_samples if self.cfg.decision == "observer" else len(voters)
+        info = {"choice": s["choice"], "reason": s["reason"], "acc": s["acc"]}
+        if len(self.decisions) < total:
+            return StepResult(self._decision_observation(), {"decision": s["reward"]}, False, info=info)
+        return StepResult(None, {"decision": s["reward"]}, True, info={**info, "game": self.summary()})
+
+    def summary(self) -> dict:
+        """The finished game: spy, clues, decisions, votes received, per-player and per-clue-turn rewards."""
+        cfg = self.cfg
+        votes = votes_received([d["choice"] for d in self.decisions], cfg.players)
+        per_player = clue_rewards(votes, self.spy, cfg.beta, cfg.lam)
+        turn_rewards = [per_player[c["player"]] - (0.0 if c["ok"] else cfg.clue_format_penalty) for c in self.clues]
+        return {"seed": self.seed, "spy": self.spy, "players": cfg.players, "record": self.pair.record,
+                "clues": self.clues, "decisions": self.decisions, "votes": votes, "player_rewards": per_player,
+                "clue_turn_rewards": turn_rewards, "caught": caught(votes, self.spy)}
+
+
+def game_of(episode) -> dict | None:
+    """The summary of a finished game (its last turn's info["game"]); None when the game did not finish."""
+    return episode.turns[-1].info.get("game") if episode.turns else None
+
+
+def score_clues(episodes, cfg: Config) -> None:
+    """Clue turns' rewards from the finished game's votes, in place; None (unscored) if it never finished."""
+    for ep in episodes:
+        game = game_of(ep)
+        clue_turns = [t for t in ep.turns if t.observation.info.get("stage") == "clue"]
+        for i, turn in enumerate(clue_turns):
+            turn.rewards["clue"] = None if game is None else game["clue_turn_rewards"][i]
+
+

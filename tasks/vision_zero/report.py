@@ -1,0 +1,109 @@
+"""Game statistics (shared by the training logs and the evaluation report) and the HTML game viewer."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from rewards.vision_zero import ACC_CORRECT, CLUE_REASONS, NA, PLAYER_BASE
+from tasks.vision_zero.env import game_of
+
+
+def _mean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def game_stats(games: list[dict]) -> dict[str, float]:
+    """Numbers over finished games (summaries from `VisionZeroEnv.summary`).
+
+    decision_accuracy: share of decision answers naming the spy; na_rate / invalid_rate: shares that are
+    N/A / unparseable; vote_accuracy: share of the cast votes (N/A and invalid excluded) naming the spy;
+    caught_rate: games where the spy got strictly the most votes (= civilians' win rate; the spy wins
+    the others); clue_format_rate: well-formed clues; clue_fail/<reason>: failed clues per clue turn.
+    """
+    decisions = [d for g in games for d in g["decisions"]]
+    clues = [c for g in games for c in g["clues"]]
+    caught = _mean(float(g["caught"]) for g in games)
+    out = {
+        "games": float(len(games)),
+        "decision_accuracy": _mean(float(d["acc"] == ACC_CORRECT) for d in decisions),
+        "na_rate": _mean(float(d["choice"] == NA) for d in decisions),
+        "invalid_rate": _mean(float(d["choice"] is None) for d in decisions),
+        "vote_accuracy": _mean(float(d["choice"] == g["spy"]) for g in games for d in g["decisions"]
+                               if d["choice"] is not None and d["choice"] != NA),
+        "caught_rate": caught,
+        "win_rate/civilian": caught,
+        "win_rate/spy": 1.0 - caught if games else float("nan"),
+        "clue_format_rate": _mean(float(c["ok"]) for c in clues),
+    }
+    for reason in CLUE_REASONS:
+        out[f"clue_fail/{reason}"] = _mean(float(c["reason"] == reason) for c in clues)
+    return out
+
+
+def report(episodes, cfg) -> dict:
+    """Evaluation report: overall = decision accuracy over all decision answers of the finished games."""
+    games = [g for g in (game_of(ep) for ep in episodes) if g is not None]
+    stats = game_stats(games)
+    unfinished = len(episodes) - len(games)
+    return {"overall": stats["decision_accuracy"] if games else 0.0, "count": len(games),
+            "skipped": {"count": unfinished, "reasons": {"unfinished_game": unfinished} if unfinished else {}},
+            "breakdown": {k: v for k, v in stats.items() if k != "games"}}
+
+
+# ---------------------------------------------------------------- viewer
+
+def _img_tag(image: np.ndarray, title: str) -> str:
+    buf = io.BytesIO()
+    Image.fromarray(image).resize((image.shape[1] * 2, image.shape[0] * 2), Image.NEAREST).save(buf, "PNG")
+    data = base64.b64encode(buf.getvalue()).decode()
+    return f'<figure><img src="data:image/png;base64,{data}"><figcaption>{html.escape(title)}</figcaption></figure>'
+
+
+def game_html(episode) -> str:
+    """One game as a self-contained HTML fragment: both images, clues, decisions, votes and rewards."""
+    game = game_of(episode)
+    if game is None:
+        return "<p>unfinished game</p>"
+    spy, esc = game["spy"], html.escape
+    images = {t.observation.role: np.asarray(t.observation.images[0]) for t in episode.turns if t.observation.images}
+    parts = [f"<h2>game seed {game['seed']}: spy is Player {spy + PLAYER_BASE}, "
+             f"{'caught' if game['caught'] else 'not caught'}</h2><div class=imgs>"]
+    if "civilian" in images:
+        parts.append(_img_tag(images["civilian"], "civilians' image (original)"))
+    if "spy" in images:
+        parts.append(_img_tag(images["spy"], "spy's image (modified)"))
+    parts.append(f"</div><p>changes: {esc(str(game['record'].get('changes')))}</p>")
+    parts.append("<table><tr><th>round</th><th>player</th><th>output</th><th>clue</th><th>format</th><th>reward</th></tr>")
+    for c, r in zip(game["clues"], game["clue_turn_rewards"]):
+        who = f"Player {c['player'] + PLAYER_BASE}" + (" (spy)" if c["player"] == spy else "")
+        parts.append(f"<tr><td>{c['round'] + 1}</td><td>{who}</td><td>{esc(c['text'])}</td><td>{esc(str(c['clue']))}</td>"
+                     f"<td>{'ok' if c['ok'] else esc(str(c['reason']))}</td><td>{r:+.3f}</td></tr>")
+    parts.append("</table><table><tr><th>decider</th><th>output</th><th>choice</th><th>reward</th></tr>")
+    for d in game["decisions"]:
+        who = "observer" if d["voter"] is None else f"Player {d['voter'] + PLAYER_BASE}"
+        choice = d["choice"] if d["choice"] in (None, NA) else f"Player {d['choice'] + PLAYER_BASE}"
+        parts.append(f"<tr><td>{who}</td><td>{esc(d['text'])}</td><td>{esc(str(choice))}</td><td>{d['reward']:+.2f}</td></tr>")
+    votes = ", ".join(f"P{j + PLAYER_BASE}: {v}" for j, v in enumerate(game["votes"]))
+    rewards = ", ".join(f"P{j + PLAYER_BASE}: {r:+.3f}" for j, r in enumerate(game["player_rewards"]))
+    parts.append(f"</table><p>votes received: {votes}<br>clue reward per player: {rewards}</p>")
+    return "\n".join(parts)
+
+
+STYLE = ("<style>body{font-family:sans-serif} table{border-collapse:collapse;margin:8px 0} td,th{border:1px solid #ccc;"
+         "padding:2px 6px} .imgs{display:flex;gap:16px} img{image-rendering:pixelated}</style>")
+
+
+def write_viewer(episodes, path: Path, title: str) -> Path:
+    """An HTML page of `episodes`' games at `path` (parent folders made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = "\n<hr>\n".join(game_html(ep) for ep in episodes)
+    path.write_text(f"<!doctype html><html><head><meta charset=utf-8><title>{html.escape(title)}</title>{STYLE}"
+                    f"</head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
+    return path

@@ -1,0 +1,28 @@
+"""The experiment's probe questions come from the scene graph; paired differences and their stderr."""
+
+import pytest
+
+from tasks.vision_zero import Config
+from tasks.vision_zero.env import make_pair
+from tasks.vision_zero.experiment import paired, probe_items
+
+
+def test_probe_answers_are_the_queried_cells_objects():
+    cfg = Config()
+    for seed, (image, question, answer) in enumerate(probe_items(6, cfg)):
+        rec = make_pair(cfg, "eval", seed).record
+        assert (image == make_pair(cfg, "eval", seed).original).all()  # the civilians' (original) image
+        assert answer in {f"{o['colour']} {o['shape']}" for o in rec["objects"]}
+        assert question.startswith("What is at the ") and question.endswith("Answer in \\boxed{}.")
+
+
+def test_train_and_eval_pairs_differ():
+    cfg = Config()
+    assert make_pair(cfg, "train", 0).record != make_pair(cfg, "eval", 0).record
+
+
+def test_paired_golden():
+    out = paired([0.0, 1.0, 0.0, 1.0], [1.0, 1.0, 0.0, 1.0])
+    assert out["before"] == 0.5 and out["after"] == 0.75
+    assert out["gain_points"] == pytest.approx(25.0)
+    assert out["gain_stderr_points"] == pytest.approx(25.0)  # diffs [1, 0, 0, 0]: sd 0.5, / sqrt(4)

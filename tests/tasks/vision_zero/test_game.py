@@ -1,0 +1,184 @@
+"""The game env, its rewards per role, the clue language, the self-play schedule and the viewer."""
+
+import math
+
+import pytest
+
+from rewards.vision_zero import NA
+from tasks.vision_zero import Config, make_env, report, required_max_turns, role_schedule, roles, score_episodes
+from tasks.vision_zero.language import false_clues, is_true, phrases, reference_decision
+from tasks.vision_zero.pairs.grid import grid_pair
+from tasks.vision_zero.selfplay import alarm
+from vlrl.rollout import run_episodes
+from vlrl.rollout.sample import Sample
+
+
+class ScriptEngine:
+    """Plays from a function of the prompt text; records every call's size."""
+
+    def __init__(self, answer):
+        self.answer, self.calls = answer, []
+
+    def generate(self, observations, n=1, greedy=False):
+        self.calls.append(len(observations) * n)
+        return [[Sample([1], [-1.0], self.answer(o, j), True) for j in range(n)] for o in observations]
+
+
+def truthful(obs, j):
+    """Civilians and the spy state a fresh true phrase of their own image; deciders name the spy."""
+    info = obs.info
+    if info["stage"] == "decision":
+        return f"\\boxed{{{info['spy'] + 1}}}"
+    said = obs.messages[0]["content"][1]["text"]
+    own = phrases(info["record"], info["player"] == info["spy"])
+    fresh = [p for p in own if f": {p}\n" not in said + "\n"]
+    return f"\\boxed{{{fresh[0] if fresh else own[0]}}}"
+
+
+def play(cfg, seeds, answer=truthful):
+    engine = ScriptEngine(answer)
+    eps = run_episodes(engine, lambda: make_env(cfg, "eval"), seeds, 1, required_max_turns(cfg))
+    score_episodes(eps, cfg)
+    return eps, engine
+
+
+def test_observer_game_turns_roles_and_rewards():
+    cfg = Config(players=4, rounds=2, observer_samples=3)
+    eps, engine = play(cfg, [0, 1, 2])
+    # 8 clue turns (one call each, 3 games) and one observer call of 3 games x 3 samples
+    assert engine.calls == [3] * 8 + [9]
+    for ep in eps:
+        game = ep.turns[-1].info["game"]
+        spy = game["spy"]
+        assert len(ep.turns) == 11 and ep.turns[-1].done
+        assert [t.observation.role for t in ep.turns[:4]] == ["spy" if p == spy else "civilian" for p in range(4)]
+        assert [t.observation.role for t in ep.turns[8:]] == ["observer"] * 3
+        assert game["votes"][spy] == 3 and game["caught"]
+        assert all(t.rewards["decision"] == pytest.approx(2.49) for t in ep.turns[8:])
+        # zero-sum clue rewards (beta = lam = 0.1, 3 votes for the spy): spy -0.3, civilians +0.1 each
+        assert sum(game["player_rewards"]) == pytest.approx(0.0, abs=1e-12)
+        assert game["player_rewards"][spy] == pytest.approx(-0.3)
+        assert game["player_rewards"][(spy + 1) % 4] == pytest.approx(0.1)
+        clue = [t.rewards["clue"] for t in ep.turns[:8]]
+        assert clue == pytest.approx([game["player_rewards"][t % 4] - 0.3 * (not c["ok"])
+                                      for t, c in enumerate(game["clues"])])
+    rep = report(eps, cfg)
+    assert rep["overall"] == 1.0 and rep["count"] == 3
+
+
+def test_vote_mode_every_civilian_votes_in_turn():
+    cfg = Config(players=3, rounds=1, decision="vote")
+    eps, engine = play(cfg, [5], answer=lambda o, j: "\\boxed{N/A}" if o.info["stage"] == "decision" else truthful(o, j))
+    ep = eps[0]
+    game = ep.turns[-1].info["game"]
+    voters = [t.observation.info["player"] for t in ep.turns[3:]]
+    assert voters == [p for p in range(3) if p != game["spy"]] and engine.calls == [1, 1, 1, 1, 1]
+    assert [t.observation.role for t in ep.turns[3:]] == ["voter", "voter"]
+    assert all(t.rewards["decision"] == pytest.approx(-0.3) for t in ep.turns[3:])  # N/A
+    assert game["votes"] == [0, 0, 0] and not game["caught"]
+    assert report(eps, cfg)["breakdown"]["na_rate"] == 1.0
+
+
+def test_format_failures_are_counted_and_penalised():
+    cfg = Config(players=3, rounds=2, observer_samples=1)
+    answers = iter(["\\boxed{there is a red circle}", "no box here", "\\boxed{There is a RED circle!}",
+                    "\\boxed{a} \\boxed{b}", "\\boxed{It is red. It is big.}", "\\boxed{}", "\\boxed{2}"])
+    eps, _ = play(cfg, [7], answer=lambda o, j: next(answers))
+    game = eps[0].turns[-1].info["game"]
+    assert [c["reason"] for c in game["clues"]] == [None, "no_box", "repeat", "multiple_boxes", "not_one_sentence", "empty"]
+    rewards = [t.rewards["clue"] for t in eps[0].turns[:6]]
+    base = [game["player_rewards"][c["player"]] for c in game["clues"]]
+    assert rewards == pytest.approx([base[0]] + [b - 0.3 for b in base[1:]])
+    stats = report(eps, cfg)["breakdown"]
+    assert stats["clue_format_rate"] == pytest.approx(1 / 6) and stats["clue_fail/repeat"] == pytest.approx(1 / 6)
+
+
+def test_unfinished_game_gets_unscored_clues_and_is_reported():
+    cfg = Config(players=3, rounds=1)
+    engine = ScriptEngine(truthful)
+    eps = run_episodes(engine, lambda: make_env(cfg, "eval"), [1], 1, max_turns=2)
+    score_episodes(eps, cfg)
+    assert all(t.rewards["clue"] is None for t in eps[0].turns) and math.isnan(eps[0].total_reward())
+    assert report(eps, cfg)["skipped"]["count"] == 1
+
+
+def test_language_is_true_of_its_image_and_reference_decision():
+    pair = grid_pair(3, k=1)
+    rec = pair.record
+    only_spy = [p for p in phrases(rec, True) if not is_true(p, rec, False)]
+    assert only_spy and all(is_true(p, rec, True) for p in only_spy)
+    shared = [p for p in phrases(rec, True) if is_true(p, rec, False)]
+    assert false_clues([shared[0], None, only_spy[0]], rec) == 1
+    assert reference_decision([[shared[0]], [only_spy[0]], [shared[1]]], rec) == 1
+    assert reference_decision([[shared[0]], [shared[1]], [shared[2]]], rec) == NA
+    assert reference_decision([[only_spy[0]], [only_spy[0]], []], rec) == NA  # a tie
+
+
+def test_scripted_prompts_carry_reference_answers_and_rl_refuses_them():
+    cfg = Config(scripted="decision")
+    obs = make_env(cfg, "train").reset(4)
+    assert obs.role == "observer" and obs.info["reference"].startswith("\\boxed{")
+    obs = make_env(Config(scripted="clue"), "train").reset(4)
+    clue = obs.info["reference"][len("\\boxed{"):-1]
+    assert is_true(clue, obs.info["record"], obs.info["player"] == obs.info["spy"])
+    with pytest.raises(ValueError, match="task.scripted"):
+        role_schedule(cfg)
+
+
+def test_fixed_and_adaptive_schedules_pick_the_trained_roles():
+    fixed = role_schedule(Config(cycle=2))
+    assert [fixed.trained_roles(s) for s in range(4)] == [["observer"]] * 2 + [["spy", "civilian"]] * 2
+    cfg = Config(schedule="adaptive", switch_window=1, players=3, rounds=1, observer_samples=2, alarm_window=2)
+    sched = role_schedule(cfg)
+    eps, _ = play(cfg, [1, 2])
+    m = sched.observe(0, eps, None)  # all decisions right, no N/A: switch to clue training
+    assert m["game/decision_accuracy"] == 1.0 and m["game/phase_clue"] == 0.0
+    assert sched.trained_roles(1) == ["spy", "civilian"]
+    assert m["game/collapse_alarm"] == 1.0 and m["role/civilian/win_rate"] == 1.0  # 2 of 2 games to civilians
+    wrong, _ = play(cfg, [3], answer=lambda o, j: "\\boxed{N/A}" if o.info["stage"] == "decision" else truthful(o, j))
+    sched.observe(1, wrong, None)
+    assert sched.trained_roles(2) == ["observer"]
+    state = sched.state_dict()
+    again = role_schedule(cfg)
+    again.load_state_dict(state)
+    assert again.state_dict() == state
+    assert roles(Config(decision="vote")) == ["spy", "civilian", "voter"]
+
+
+def test_alarm_needs_a_full_window():
+    assert alarm(["spy"] * 9 + ["civilian"], 10, 0.85) == (1.0, 0.9)
+    assert alarm(["spy"] * 9, 10, 0.85)[0] == 0.0
+    assert alarm(["spy"] * 5 + ["civilian"] * 5, 10, 0.85)[0] == 0.0
+
+
+def test_viewer_page_shows_the_game(tmp_path):
+    from tasks.vision_zero.report import write_viewer
+
+    eps, _ = play(Config(players=3, rounds=1, observer_samples=2), [0])
+    page = write_viewer(eps, tmp_path / "g.html", "t").read_text()
+    assert page.count("<img") == 2 and "spy is Player" in page and "votes received" in page
+
+
+def test_bad_config_names_the_field():
+    for kw, field in [({"players": 2}, "task.players"), ({"decision": "poll"}, "task.decision"),
+                      ({"back_accuracy": 0.95}, "task.back_accuracy"), ({"pairs": "x"}, "task.pairs")]:
+        with pytest.raises(ValueError, match=field):
+            Config(**kw)
+
+
+@pytest.mark.slow
+def test_train_cli_one_step_writes_metrics(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "vlrl/train.py", "task=vision_zero", "trainer.steps=1", f"trainer.output_dir={out}",
+                    "trainer.progress=false", "trainer.prompts_per_step=2", "task.viewer_every=1"],
+                   cwd=root, env=env, check=True, capture_output=True)
+    rec = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert rec["game/games"] == 2.0 and "role/spy/baseline" in rec and "game/collapse_alarm" in rec
+    assert (out / "games" / "step_0000001.html").exists()
