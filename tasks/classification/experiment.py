@@ -21,11 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from vlrl.provenance import provenance as run_provenance
 from vlrl.config import compose, validate
 from vlrl.evaluate import evaluate, write_report
 from vlrl.sft import run as sft_run
@@ -38,20 +38,8 @@ REPORT_KEYS = ("overall", "stderr", "base", "new", "harmonic_mean", "mean_respon
 
 
 def provenance(argv: list[str] | None = None) -> dict:
-    """The command line and the git commit of the code ("-dirty" when tracked files differ from it).
-    Taken at start-up: the code imported then is the code that runs."""
-    def git(*args: str) -> str | None:
-        try:
-            return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
-                                  cwd=Path(__file__).resolve().parent).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return None
-
-    commit = git("rev-parse", "HEAD")
-    if commit is not None and git("status", "--porcelain", "--untracked-files=no"):
-        commit += "-dirty"
-    return {"command": ["python", "-m", "tasks.classification.experiment", *(sys.argv[1:] if argv is None else argv)],
-            "git_commit": commit}
+    """The command line (default: this process's) and the git commit of the code that ran."""
+    return run_provenance("tasks.classification.experiment", sys.argv[1:] if argv is None else argv)
 
 
 def paired(before: list[float], after: list[float]) -> tuple[float, float]:

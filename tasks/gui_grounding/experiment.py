@@ -28,11 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from vlrl.provenance import provenance as run_provenance
 from vlrl.config import compose, validate
 from vlrl.evaluate import evaluate, write_report
 from vlrl.sft import run as sft_run
@@ -42,21 +42,8 @@ BASE = ["task=gui_grounding", "model.path=assets/tiny-gui-grounding"]
 
 
 def provenance(argv: list[str] | None = None) -> dict:
-    """What produced a results file: the command line and the git commit of the code, with "-dirty"
-    when tracked files differ from that commit (untracked outputs such as runs/ do not count).
-    Called at start-up, before the run, because the code imported then is the code that ran."""
-    def git(*args: str) -> str | None:
-        try:
-            return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
-                                  cwd=Path(__file__).resolve().parent).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return None
-
-    commit = git("rev-parse", "HEAD")
-    if commit is not None and git("status", "--porcelain", "--untracked-files=no"):
-        commit += "-dirty"
-    return {"command": ["python", "-m", "tasks.gui_grounding.experiment", *(sys.argv[1:] if argv is None else argv)],
-            "git_commit": commit}
+    """The command line (default: this process's) and the git commit of the code that ran."""
+    return run_provenance("tasks.gui_grounding.experiment", sys.argv[1:] if argv is None else argv)
 
 
 def _write_json(data: dict, *paths: Path | None) -> None:

@@ -24,7 +24,6 @@ import argparse
 import json
 import math
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,23 +31,15 @@ from pathlib import Path
 import torch
 
 from rewards.vision_zero import ACC_CORRECT, boxed_contents, normalise_clue
+from vlrl.provenance import provenance as run_provenance
 from vlrl.config import compose, validate
 
 BASE = ["task=vision_zero", "model.path=assets/tiny-vision-zero", "trainer.threads=1"]
 
 
 def provenance(argv: list[str]) -> dict:
-    def git(*args: str) -> str | None:
-        try:
-            return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
-                                  cwd=Path(__file__).resolve().parent).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return None
-
-    commit = git("rev-parse", "HEAD")
-    if commit is not None and git("status", "--porcelain", "--untracked-files=no"):
-        commit += "-dirty"
-    return {"command": ["python", "-m", "tasks.vision_zero.experiment", *argv], "git_commit": commit}
+    """The command line and the git commit of the code that ran."""
+    return run_provenance("tasks.vision_zero.experiment", argv)
 
 
 def _write(data: dict, *paths) -> None:
