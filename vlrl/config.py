@@ -11,8 +11,11 @@ same way, so adding a task never touches this file.
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib
+import importlib.util
 import os
+import sys
 from dataclasses import dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -274,15 +277,10 @@ def import_task(cfg_task: DictConfig | dict):
 
 
 def _import_path(module: str):
-    import importlib.util
-    import sys
-
     path = Path(resolve_path(module))
     file = path / "__init__.py" if path.is_dir() else path
     if not file.exists():
         raise ValueError(f"config 'task.module': no task at {module!r} (looked for {file})")
-    import hashlib
-
     # Keyed by the resolved path: two task folders with the same name (copies of a template) stay apart.
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
     name = f"vlrl_user_task_{path.stem.replace('-', '_')}_{digest}"
@@ -359,15 +357,13 @@ def compose(overrides: list[str] | None = None, config_name: str = "config") -> 
 def validate(raw: DictConfig) -> tuple[Config, Any]:
     """`(cfg, task)`: the typed config (its `task` field the task's own typed Config) and the task behind
     its contract (`vlrl.task.LoadedTask`); errors name the field or the missing task member."""
-    from omegaconf.errors import OmegaConfBaseException
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
     from vlrl.task import load_task
 
     raw = copy.deepcopy(raw)
     task_raw = raw.get("task")
     task_mod = load_task(import_task(task_raw))
-    from omegaconf.errors import ConfigKeyError
-
     prefix = ""
     try:
         schema = OmegaConf.structured(Config)
