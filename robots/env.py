@@ -20,7 +20,7 @@ import numpy as np
 
 from robots.gl import configure_gl
 from robots.suite_base import (  # noqa: F401  (re-exported: the env interface's names)
-    ACTION_DIM, FLIPS, PROPRIO_DIM, SuiteEnvBase, _sync_gripper, build_obs, check_action, flip_image, quat_to_axis_angle,
+    ACTION_DIM, FLIPS, PROPRIO_DIM, SuiteEnvBase, _sync_gripper, track_for_exit, build_obs, check_action, flip_image, quat_to_axis_angle,
 )
 
 # Default instructions for robosuite tasks (robosuite itself has no language).
@@ -117,6 +117,7 @@ class RobosuiteEnv(SuiteEnvBase):
             hard_reset=cfg.hard_reset,
             **cfg.extra,
         )
+        track_for_exit(self)
 
     def reset(self, seed: int | None = None, init_state: Any = None) -> dict:
         """New episode; `seed` fixes robosuite's object placement, `init_state` restores a get_state()."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from robots.suite_base import SuiteEnvBase
+from robots.suite_base import SuiteEnvBase, track_for_exit
 from robots.gl import configure_gl
 from robots.libero_setup import setup_libero
 
@@ -92,6 +92,7 @@ class LiberoEnv(SuiteEnvBase):
             hard_reset=cfg.hard_reset,
         )
         self._env = self._ctrl.env
+        track_for_exit(self)
 
     def reset(self, seed: int | None = None, init_state: Any = None) -> dict:
         """New episode from a fixed init state: an index, a state vector, or None (chosen by `seed`)."""

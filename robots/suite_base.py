@@ -4,6 +4,9 @@ robots/env.py (whose `make_env` builds either) do not import each other."""
 
 from __future__ import annotations
 
+import atexit
+import gc
+import weakref
 
 import numpy as np
 
@@ -63,6 +66,27 @@ def _sync_gripper(sim, robot) -> None:
     lo, hi = sim.model.actuator_ctrlrange[idx].T
     q = sim.data.qpos[robot._ref_gripper_joint_pos_indexes]
     gripper.current_action = np.clip((q - 0.5 * (hi + lo)) / (0.5 * (hi - lo)), -1.0, 1.0)
+
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # built envs not yet closed
+_HOOKED: list = []  # non-empty once the exit hook is registered
+
+
+def _close_live_envs() -> None:
+    for env in list(_LIVE):
+        env.close()
+    gc.collect()
+
+
+def track_for_exit(env: "SuiteEnvBase") -> None:
+    """Close `env` at interpreter exit if nobody did. robosuite registers eglTerminate at exit when it makes its
+    first render context; exit hooks run last-registered first, so ours (registered after a build) frees the
+    render contexts while EGL still works. Otherwise they are freed after eglTerminate and each prints an
+    EGLError traceback."""
+    if not _HOOKED:
+        atexit.register(_close_live_envs)
+        _HOOKED.append(True)
+    _LIVE.add(env)
 
 
 class SuiteEnvBase:

@@ -23,8 +23,6 @@ Closing a simulator changes what the other live ones render (robots/README.md, "
 
 from __future__ import annotations
 
-import atexit
-import gc
 import functools
 from collections import OrderedDict
 
@@ -123,12 +121,7 @@ class SimPool:
                 return sim
         from robots.env import make_env
 
-        sim = make_env(lcfg)
-        if not self.builds:
-            # robosuite registers eglTerminate at exit when it creates its first render context; exit hooks run last
-            # registered first, so this one (registered after it) frees our render contexts while EGL still works.
-            # Otherwise the garbage collector frees them after eglTerminate, and each prints an EGLError traceback.
-            atexit.register(_free_at_exit)
+        sim = make_env(lcfg)  # closed at exit if still pooled then (robots.suite_base.track_for_exit)
         self.builds += 1
         return sim
 
@@ -148,11 +141,6 @@ class SimPool:
 
 
 POOL = SimPool()
-
-
-def _free_at_exit() -> None:
-    POOL.clear()
-    gc.collect()  # simulators no longer referenced anywhere (their render contexts) go now, not at shutdown
 
 
 # --- the env ----------------------------------------------------------------------------------------
