@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.perf_counter()
     before_rep, before_eps = evaluate(cfg, task, progress=False)
     eval_s = time.perf_counter() - t0
+    from tasks.video_authenticity.training import decode_metrics
+
+    decode_metrics(cfg.task)  # the step counters start after the first evaluation's decodes
     t0 = time.perf_counter()
     if args.method == "sft":
         from vlrl.sft import run as train_run
