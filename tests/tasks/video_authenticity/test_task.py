@@ -196,3 +196,15 @@ def test_evaluate_and_train_cli(data_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     metrics = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert "ta/perturbed_accuracy" in metrics and "decode/seconds" in metrics and "reward/temporal" in metrics
+
+
+def test_experiment_gain_is_paired_over_shared_clips():
+    from tasks.video_authenticity.experiment import paired
+
+    before = {0: 0.0, 1: 1.0, 2: 0.0, 3: 1.0, 9: 1.0}
+    after = {0: 1.0, 1: 1.0, 2: 1.0, 3: 0.0}  # clip 9 was skipped after: not paired
+    gain, se, n = paired(before, after)
+    assert n == 4 and gain == pytest.approx(0.25)
+    # differences 1, 0, 1, -1: sample variance 11/12, stderr sqrt(11/12 / 4)
+    assert se == pytest.approx((11 / 12 / 4) ** 0.5)
+    assert paired({0: 1.0}, {0: 1.0}) == (0.0, 0.0, 1)
