@@ -82,7 +82,7 @@ class SquareEnv:
         img, self.color = square_image(seed, self.size)
         if self.video_frames:
             frames = [square_image(seed * 1000 + k, self.size)[0] for k in range(self.video_frames)]
-            return Observation(messages=messages(video=True), videos=[frames], info={"color": self.color})
+            return Observation(messages=messages(video=True), videos=[frames], video_fps=[2.0], info={"color": self.color})
         return Observation(messages=messages(), images=[img], info={"color": self.color})
 
     def step(self, response_text: str) -> StepResult:

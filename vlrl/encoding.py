@@ -4,6 +4,12 @@ Prompts are left-padded: every response then ends at the right edge and the trai
 needs logits for the last `L` positions. Qwen's 3-D M-RoPE positions are computed by the model from
 `attention_mask` + `mm_token_type_ids` + grids, so padding does not shift them. (Without
 `mm_token_type_ids`, transformers 5.x silently falls back to 1-D positions: see docs/INSTALL.md.)
+
+Videos arrive as already-sampled frames with their sampled fps (`Observation.video_fps`); the
+processor turns the fps into `second_per_grid_ts` (seconds per temporal grid step), which both the
+rollout engine and the training forward pass on, so temporal M-RoPE positions follow real time.
+Without it the processor assumes 24 fps. A prompt whose video placeholders do not match its videos'
+features is an error naming the clip, never a silent text-only prompt.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ import torch
 
 from vlrl.episode import Observation
 
-VISION_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw")
+# second_per_grid_ts [n_videos]: seconds per temporal grid step of each video (temporal M-RoPE spacing).
+VISION_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
 
 
 @dataclass
@@ -32,19 +39,83 @@ def encode(processor, obs: Observation) -> Encoded:
     if cached is not None:
         return cached
     text = processor.apply_chat_template(obs.messages, add_generation_prompt=True, tokenize=False)
-    kwargs = {}
+    kwargs = dict(obs.processor_kwargs)
     if obs.images:
         kwargs["images"] = list(obs.images)
     if obs.videos:
-        kwargs["videos"] = [list(v) for v in obs.videos]
-    out = processor(text=[text], return_tensors="pt", **kwargs, **obs.processor_kwargs)
+        kwargs.update(video_kwargs(obs))
+    try:
+        out = processor(text=[text], return_tensors="pt", **kwargs)
+    except ValueError as e:
+        if not obs.videos:
+            raise
+        raise ValueError(f"video(s) {video_labels(obs)}: the processor refused the prompt: {e}") from e
     ids = out["input_ids"][0]
     mm = out.get("mm_token_type_ids")
     mm = torch.zeros_like(ids) if mm is None else mm[0]
     vision = {k: out[k] for k in VISION_KEYS if k in out and out[k] is not None}
+    check_video_placeholders(processor, obs, ids, vision)
     enc = Encoded(input_ids=ids, mm_token_type_ids=mm, vision=vision)
     obs.cache["encoded"] = enc
     return enc
+
+
+def video_labels(obs: Observation) -> list[str]:
+    """How errors name the observation's videos: `video_names` where given, else `video #i`."""
+    return [obs.video_names[i] if i < len(obs.video_names) else f"video #{i}" for i in range(len(obs.videos))]
+
+
+def video_kwargs(obs: Observation) -> dict:
+    """Processor kwargs for `obs.videos`: the frames as given (no resampling) and metadata carrying
+    each video's sampled fps, from which the processor derives `second_per_grid_ts`."""
+    from transformers.video_utils import VideoMetadata
+
+    names = video_labels(obs)
+    if len(obs.video_fps) != len(obs.videos):
+        raise ValueError(f"observation has {len(obs.videos)} video(s) {names} but {len(obs.video_fps)} video_fps "
+                         "values: each video needs its sampled fps")
+    metadata = []
+    for name, frames, fps in zip(names, obs.videos, obs.video_fps):
+        if not (fps > 0) or len(frames) == 0:
+            raise ValueError(f"video {name}: needs frames and a positive fps (got {len(frames)} frames at {fps!r} fps)")
+        metadata.append(VideoMetadata(total_num_frames=len(frames), fps=float(fps), frames_indices=list(range(len(frames)))))
+    videos_kwargs = {**obs.processor_kwargs.get("videos_kwargs", {}), "video_metadata": metadata, "do_sample_frames": False}
+    return {"videos": [list(v) for v in obs.videos], "videos_kwargs": videos_kwargs}
+
+
+def placeholder_runs(ids: torch.Tensor, token_id: int) -> list[int]:
+    """Lengths of the maximal runs of `token_id` in ids [P], in order."""
+    runs, n = [], 0
+    for t in ids.tolist() + [None]:
+        if t == token_id:
+            n += 1
+        elif n:
+            runs.append(n)
+            n = 0
+    return runs
+
+
+def check_video_placeholders(processor, obs: Observation, ids: torch.Tensor, vision: dict) -> None:
+    """Raise ValueError naming the clip when the prompt's `<|video_pad|>` runs (ids [P]) do not match
+    the videos' feature counts (t*h*w / merge^2 per video): the model would otherwise fail later
+    without saying which clip, or (other stacks) quietly drop the video."""
+    token = processor.tokenizer.convert_tokens_to_ids("<|video_pad|>")
+    if token is None or token == processor.tokenizer.unk_token_id:
+        return
+    runs = placeholder_runs(ids, token)
+    grids = vision.get("video_grid_thw")
+    merge = getattr(getattr(processor, "video_processor", None), "merge_size", 2)
+    expected = [] if grids is None else [int(g.prod()) // merge**2 for g in grids]
+    if runs == expected:
+        return
+    names = video_labels(obs) if obs.videos else []
+    for i in range(max(len(runs), len(expected))):
+        have = runs[i] if i < len(runs) else 0
+        want = expected[i] if i < len(expected) else 0
+        if have != want:
+            name = names[i] if i < len(names) else f"placeholder #{i} (no video)"
+            raise ValueError(f"video {name}: the prompt holds {have} video placeholder tokens but the video has "
+                             f"{want} features (prompt has {len(runs)} video placeholder(s) for {len(expected)} video(s))")
 
 
 VISION_SPECIAL_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")

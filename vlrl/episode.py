@@ -27,7 +27,12 @@ class Observation:
 
     messages: list[dict]
     images: list[Image.Image] = field(default_factory=list)
-    videos: list[list[Image.Image]] = field(default_factory=list)
+    videos: list[list[Image.Image]] = field(default_factory=list)  # each a clip's frames (PIL images or [H, W, 3] arrays)
+    # Sampled frames per second of each video (same order as `videos`; required when there are videos):
+    # Qwen2.5-VL spaces the temporal M-RoPE positions by it (`second_per_grid_ts`).
+    video_fps: list[float] = field(default_factory=list)
+    # Where each video came from (a path), named in errors; optional.
+    video_names: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)  # task-private data (ground truth etc.), never shown to the model
     # Extra keyword arguments for the processor call, e.g. {"images_kwargs": {"size": {...}}} when the
     # task has already resized the image to the frame its answers refer to.

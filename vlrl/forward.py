@@ -113,6 +113,9 @@ def _full_logits(model, rows: list[Row], encs: list[Encoded], uniq: list[Encoded
             per_row = [f for s in slot for f in per_uniq[s]]
             encoder_outputs[modality] = BaseModelOutputWithPooling(pooler_output=per_row)
             inputs[grid_key] = torch.cat([encs[i].vision[grid_key] for i in range(len(rows)) if grid_key in encs[i].vision]).to(device)
+    if "video" in encoder_outputs and all("second_per_grid_ts" in e.vision for e in encs if "video_grid_thw" in e.vision):
+        # Per row, like the grids: temporal positions spaced by each video's real time step, as in rollout.
+        inputs["second_per_grid_ts"] = torch.cat([e.vision["second_per_grid_ts"] for e in encs if "video_grid_thw" in e.vision]).to(device)
     if encoder_outputs:
         inputs["mm_encoder_outputs"] = encoder_outputs
     else:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 from vlrl.episode import Env, Episode, Observation
 
 REQUIRED = ("Config", "make_env", "num_examples", "report")
-OPTIONAL = ("sample_weights", "episode_success", "score_episodes", "reference_answer", "reference_ids",
+OPTIONAL = ("sample_weights", "episode_success", "score_episodes", "post_rollout", "reference_answer", "reference_ids",
             "markdown", "dump_examples", "required_max_turns", "roles", "role_schedule")
 CONFIG_FIELDS = ("name", "module")  # every task Config has these: the name in logs, the module to import
 REPORT_KEYS = ("overall", "count", "skipped", "breakdown")  # one evaluation report schema for every task
@@ -53,6 +53,11 @@ class Task(Protocol):
 
     def score_episodes(self, episodes: list[Episode], cfg: Any) -> None:
         """Batched rewards added in place after each rollout (e.g. a learned reward model). Default: nothing."""
+
+    def post_rollout(self, episodes: list[Episode], generate: Callable, cfg: Any) -> dict | None:
+        """After each training rollout: group-level rewards added in place, optionally from extra samples
+        `generate(observations, n) -> [[Sample]]` that are never trained on (e.g. GRPO-TA's perturbed
+        copies); returns metrics to log (or None). Default: nothing."""
 
     def reference_answer(self, observation: Observation, cfg: Any) -> str:
         """The target text for supervised warm starts (vlrl/sft.py). Default: none (sft refuses the task)."""
@@ -146,6 +151,11 @@ class LoadedTask:
     def score_episodes(self, episodes: list[Episode], cfg) -> None:
         if "score_episodes" in self.hooks:
             self.hooks["score_episodes"](episodes, cfg)
+
+    def post_rollout(self, episodes: list[Episode], generate: Callable, cfg) -> dict:
+        if "post_rollout" in self.hooks:
+            return dict(self.hooks["post_rollout"](episodes, generate, cfg) or {})
+        return {}
 
     @property
     def can_imitate(self) -> bool:

@@ -201,6 +201,7 @@ def run(cfg: Config, task) -> dict:
             with strategy.gathered(model), strategy.autocast():  # sharded: ragged rollouts cannot run sharded forwards
                 episodes = run_episodes(engine, make_train_env, seeds, cfg.algo.group_size, cfg.rollout.max_turns,
                                         stats=rollout_stats)
+                task_metrics = task.post_rollout(episodes, engine.generate, cfg.task)  # group rewards, extra samples
             # Every process takes the same decision from the global counts (none stops alone).
             attempted, skipped = global_sum([len(seeds), rollout_stats.get("skipped_samples", 0)], accelerator.device)
             skips.record(attempted, skipped, rollout_stats.get("skipped_reasons", {}))
@@ -248,6 +249,7 @@ def run(cfg: Config, task) -> dict:
             if schedule is not None:
                 metrics.update(schedule.observe(step, episodes, out_dir if main else None))
             metrics.update(skip_metrics(rollout_stats))
+            metrics.update(task_metrics)
             metrics.update({
                 "time/step": dt, "time/rollout": t_rollout, "time/update": dt - t_rollout,
                 "samples_per_s": len(episodes) * world / dt, "tokens_per_s": n_tokens * world / dt,

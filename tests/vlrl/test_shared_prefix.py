@@ -49,7 +49,7 @@ def _second_turn_obs(size, color):
 def _video_obs(frames: int, size, text: str = "what happens in the video?"):
     clip = [Image.new("RGB", size, (20 * k, 100, 200 - 20 * k)) for k in range(frames)]
     return Observation(messages=[{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]}],
-                       videos=[clip])
+                       videos=[clip], video_fps=[2.0])
 
 
 CASES = {

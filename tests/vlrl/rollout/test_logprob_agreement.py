@@ -153,7 +153,7 @@ def test_video_prompt_shared_prefill_matches_training_forward(policy):
     torch.manual_seed(3)
     clip = [Image.new("RGB", (84, 56), (30 * k, 90, 200 - 30 * k)) for k in range(4)]
     obs = Observation(messages=[{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "what?"}]}],
-                      videos=[clip])
+                      videos=[clip], video_fps=[2.0])
     engine = HFEngine(model, processor, RolloutConfig(max_new_tokens=6))
     (group,) = engine.generate([obs], n=3)
     rows = [Row(obs, s.response_ids) for s in group]
