@@ -6,6 +6,7 @@ The same code path loads the embedded tiny checkpoint under assets/ and a real h
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 
@@ -130,6 +131,13 @@ def base_model(model):
     if hasattr(model, "get_base_model"):
         model = model.get_base_model()
     return model
+
+
+def cache_kwarg(model) -> str:
+    """The KV-cache keyword of the model's forward (and generate): `cache` in recent transformers, which
+    deprecates `past_key_values`; `past_key_values` before the rename (the vLLM CPU env's 5.19). An unknown
+    keyword would be swallowed by **kwargs and the cache silently left empty."""
+    return "cache" if "cache" in inspect.signature(base_model(model).forward).parameters else "past_key_values"
 
 
 def vision_tower(model):

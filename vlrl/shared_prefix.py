@@ -30,7 +30,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 
 from vlrl.config import UsageError
 from vlrl.encoding import Encoded, left_pad, text_position_ids
-from vlrl.models import base_model
+from vlrl.models import base_model, cache_kwarg
 
 GRID_KEYS = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")
 
@@ -138,11 +138,12 @@ def shared_prefix_logits(model, uniq: list[Encoded], slot: list[int], responses:
 
     n_layers = base_model(model).config.get_text_config().num_hidden_layers
     prefix_cache = Cache(layers=[_PrefixLayer() for _ in range(n_layers)])
+    key = cache_kwarg(model)
     with _checkpointed_layers_keep_cache(model):
-        model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :, :-1], cache=prefix_cache,
+        model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :, :-1], **{key: prefix_cache},
               use_cache=True, logits_to_keep=1, **prefix_kwargs)
         # [U, ...] -> [N, ...]: backward sums the G rows' gradients into their one prefix.
         cache = Cache(layers=[_SuffixLayer(layer.keys[rows], layer.values[rows]) for layer in prefix_cache.layers])
-        logits = model(input_ids=sids, attention_mask=full_mask, position_ids=spos, cache=cache, use_cache=True,
+        logits = model(input_ids=sids, attention_mask=full_mask, position_ids=spos, **{key: cache}, use_cache=True,
                        logits_to_keep=width + 1).logits[:, :-1]  # [N, W, V]
     return logits, sids[:, -width:]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import DynamicCache
 
-from vlrl.models import base_model
+from vlrl.models import base_model, cache_kwarg
 from vlrl.shared_prefix import prompt_positions
 
 GRID_KEYS = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")
@@ -36,7 +36,8 @@ def prefill_once(model, batch: dict[str, torch.Tensor], n: int) -> dict:
     vision = {k: v for k, v in batch.items() if k not in ("input_ids", "attention_mask", "mm_token_type_ids",
                                                           "second_per_grid_ts")}
     cache = DynamicCache(config=hf.config)
-    hf(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :, :-1], cache=cache, use_cache=True,
+    key = cache_kwarg(hf)
+    hf(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :, :-1], **{key: cache}, use_cache=True,
        logits_to_keep=1, **vision)
     cache.batch_repeat_interleave(n)
     # Decoding positions are (attention_mask.cumsum - 1) + rope_deltas: deltas make the last prompt token land on
@@ -44,4 +45,4 @@ def prefill_once(model, batch: dict[str, torch.Tensor], n: int) -> dict:
     real = mask.long().sum(-1)  # [B]
     hf.model.rope_deltas = (pos[0, :, -1] + 1 - real).unsqueeze(-1).repeat_interleave(n, dim=0)  # [B*n, 1]
     return {"input_ids": ids.repeat_interleave(n, dim=0), "attention_mask": mask.repeat_interleave(n, dim=0),
-            "mm_token_type_ids": mm.repeat_interleave(n, dim=0), "cache": cache}
+            "mm_token_type_ids": mm.repeat_interleave(n, dim=0), key: cache}

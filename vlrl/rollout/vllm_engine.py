@@ -117,6 +117,17 @@ def _mm_kwargs(processor, obs: Observation) -> dict:
     return out
 
 
+def _video_item(frames, fps: float) -> tuple:
+    """(frames [T, H, W, 3] uint8, metadata) for vLLM: the clip's sampled fps gives vLLM's processor the same
+    second_per_grid_ts (temporal M-RoPE spacing) as vlrl.encoding gives the training forward; the frames are
+    already sampled, so vLLM must not sample again."""
+    import numpy as np
+
+    array = np.stack([np.asarray(f.convert("RGB") if hasattr(f, "convert") else f, dtype=np.uint8) for f in frames])
+    return array, {"fps": float(fps), "duration": len(frames) / float(fps), "total_num_frames": len(frames),
+                   "frames_indices": list(range(len(frames))), "video_backend": "opencv", "do_sample_frames": False}
+
+
 class VLLMEngine:
     def __init__(self, model, processor, cfg: RolloutConfig):
         if hasattr(model, "peft_config") or hasattr(getattr(model, "module", None), "peft_config"):
@@ -187,11 +198,30 @@ class VLLMEngine:
         if obs.images:
             mm["image"] = list(obs.images)
         if obs.videos:
-            mm["video"] = [list(v) for v in obs.videos]
+            self._check_video_positions(obs)
+            mm["video"] = [_video_item(frames, fps) for frames, fps in zip(obs.videos, obs.video_fps, strict=True)]
         req = {"prompt": text}
         if mm:
             req.update(multi_modal_data=mm, mm_processor_kwargs=_mm_kwargs(self.processor, obs))
         return req
+
+    def _check_video_positions(self, obs: Observation) -> None:
+        """Refuse a clip whose M-RoPE positions the two libraries lay out differently. Both space a clip's
+        temporal positions by tokens_per_second * second_per_grid_ts, but the text after it starts at
+        max(t, h, w) + 1 in vLLM (as in the original Qwen2.5-VL code) and at max(h, w) in transformers 5.x;
+        they agree only while the clip's last temporal position stays below its spatial extent."""
+        vision = base_model(self.model).config.vision_config
+        enc = encode(self.processor, obs)
+        names = obs.video_names or [f"video #{i}" for i in range(len(obs.videos))]
+        for name, (t, h, w), spgt in zip(names, enc.vision["video_grid_thw"].tolist(), enc.vision["second_per_grid_ts"].tolist()):
+            t_last = int((t - 1) * spgt * vision.tokens_per_second)
+            spatial = max(h, w) // vision.spatial_merge_size
+            if t_last >= spatial:
+                raise ValueError(
+                    f"rollout.engine=vllm: video {name} reaches temporal position {t_last} but spans {spatial} spatial "
+                    "positions; vLLM starts the text after it at max(t, h, w) + 1 and transformers at max(h, w), so "
+                    "rollout and training log-probs would differ. Use rollout.engine=hf for such clips, or larger "
+                    "frames / fewer frames per clip")
 
     def _params(self, obs: Observation, n: int, greedy: bool):
         from vllm import SamplingParams

@@ -85,6 +85,33 @@ def test_logprobs_match_training_forward_on_mixed_left_padded_batch(stack, tempe
     assert diff <= TOL, diff
 
 
+def _video_obs(fps: float, frames: int = 4, size=(84, 56)):
+    clip = [Image.new("RGB", size, (40 * k, 90, 200 - 40 * k)) for k in range(frames)]
+    return Observation(messages=[{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "real?"}]}],
+                       videos=[clip], video_fps=[fps])
+
+
+def test_video_logprobs_match_training_forward_at_each_fps(stack):
+    """vLLM gets each clip's sampled fps, so its temporal M-RoPE positions (second_per_grid_ts) are the
+    training forward's: at 2 fps (temporal positions 0, 4) and 8 fps (0, 1, 2) the log-probs agree."""
+    model, processor, engine = stack
+    observations = [_video_obs(2.0, size=(168, 112)), _video_obs(8.0, frames=6)]
+    groups = _with(engine, temperature=1.0).generate(observations, n=2)
+    rows = [Row(o, s.response_ids) for o, g in zip(observations, groups) for s in g]
+    old = [s.logprobs for g in groups for s in g]
+    assert _max_diff(model, processor, rows, old, 1.0) <= TOL
+
+
+def test_video_whose_positions_differ_between_libraries_is_refused(stack):
+    """At 0.5 fps the clip's temporal positions (0, 16) pass its spatial extent (3): vLLM and transformers place
+    the following text differently (measured: log-probs 6e-3 apart), so the engine refuses it by name."""
+    _, _, engine = stack
+    obs = _video_obs(0.5)
+    obs.video_names = ["clip_a.mp4"]
+    with pytest.raises(ValueError, match="video clip_a.mp4 reaches temporal position 16"):
+        engine.generate([obs], n=1)
+
+
 def test_temperature_changes_logprobs(stack):
     """The recorded log-probs are at the sampling temperature (processed), not vLLM's raw default."""
     model, processor, engine = stack
