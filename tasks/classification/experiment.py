@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from vlrl.config import compose, validate
 from vlrl.evaluate import evaluate, write_report
 from vlrl.sft import run as sft_run
 from vlrl.train import run as grpo_run
+from vlrl.stats import mean_stderr
 
 BASE = ["task=classification", "task.protocol=base_to_new"]
 METHODS = ("cls_rl", "no_thinking", "sft")
@@ -48,10 +48,7 @@ def paired(before: list[float], after: list[float]) -> tuple[float, float]:
     before, after: [N] 0/1 correctness of the same N images (N >= 2). -> (mean, stderr), in [0, 1] units."""
     if len(before) != len(after) or len(before) < 2:
         raise ValueError(f"paired: need two equally long lists of >= 2 values, got {len(before)} and {len(after)}")
-    d = [b - a for a, b in zip(before, after)]
-    n = len(d)
-    m = sum(d) / n
-    return m, math.sqrt(sum((x - m) ** 2 for x in d) / (n - 1) / n)
+    return mean_stderr([b - a for a, b in zip(before, after)])
 
 
 def budget(method: str, steps: int, prompts: int, group: int, sft_mode: str) -> list[str]:

@@ -14,21 +14,10 @@ of well-formed completions), `mean_response_length` (tokens) and `mean_response_
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 
 from rewards.classification import score
-
-
-def stderr(p: float, n: int) -> float:
-    """Binomial standard error sqrt(p (1 - p) / n) (0 for n = 0)."""
-    return math.sqrt(p * (1.0 - p) / n) if n > 0 else 0.0
-
-
-def cell(hits: list[float]) -> dict:
-    n = len(hits)
-    p = sum(hits) / n if n else 0.0
-    return {"accuracy": p, "stderr": stderr(p, n), "count": n}
+from vlrl.stats import accuracy_cell as cell
 
 
 def harmonic_mean(a: float, b: float) -> float:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ from vlrl.config import compose, validate
 from vlrl.evaluate import evaluate, write_report
 from vlrl.sft import run as sft_run
 from vlrl.train import run
+from vlrl.stats import mean_stderr
 
 BASE = ["task=gui_grounding", "model.path=assets/tiny-gui-grounding"]
 
@@ -119,20 +119,13 @@ def misses(out: Path, overrides: list[str], n_eval: int) -> dict:
     return summary
 
 
-def _mean_stderr(xs: list[float]) -> tuple[float, float]:
-    """xs: [N] per-screen values -> (mean, standard error of the mean from the sample variance)."""
-    n = len(xs)
-    m = sum(xs) / n
-    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / max(n - 1, 1) / n)
-
-
 def pass_at_k(hits: list[list[float]]) -> dict:
     """hits: [screens][K] 0/1 hits of K sampled answers per screen -> mean hit, pass@K, their stderrs."""
     k = len(hits[0])
     if any(len(h) != k for h in hits):
         raise ValueError("pass_at_k: every screen needs the same number of samples")
-    m1, se1 = _mean_stderr([sum(h) / k for h in hits])
-    pk, sek = _mean_stderr([float(max(h) > 0) for h in hits])
+    m1, se1 = mean_stderr([sum(h) / k for h in hits])
+    pk, sek = mean_stderr([float(max(h) > 0) for h in hits])
     return {"k": k, "screens": len(hits), "mean_hit": m1, "mean_hit_stderr": se1, "pass_at_k": pk, "pass_at_k_stderr": sek}
 
 
@@ -212,7 +205,7 @@ def learn(out: Path, overrides: list[str], n_eval: int, train_only: list[str] = 
     final = out / "run" / "checkpoints" / f"step_{cfg.trainer.steps:07d}"
     after, episodes1 = _eval(BASE + overrides + [f"model.path={final}"], n_eval, out / "eval_after.json")
     hits1 = _hits(episodes1)
-    mean_d, se_d = _mean_stderr([b - a for a, b in zip(hits0, hits1)])
+    mean_d, se_d = mean_stderr([b - a for a, b in zip(hits0, hits1)])
     summary = {
         **origin,
         "method": method,

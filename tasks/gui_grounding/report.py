@@ -12,29 +12,19 @@ those boxes covering more than ``big_box_fraction`` of the screen), and ``breakd
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from PIL import Image, ImageDraw
 
+from vlrl.stats import accuracy_cell as _cell
+
 from .env import analyse_answer
 
 GT_COLOR, PRED_COLOR = (0, 170, 0), (220, 0, 0)
 
 SYNTHETIC_BREAKDOWNS = (("platform", "element_type"), ("target_kind",), ("instruction_style",), ("n_widgets",))
-
-
-def stderr(p: float, n: int) -> float:
-    """Binomial standard error sqrt(p (1 - p) / n) (0 for n = 0)."""
-    return math.sqrt(p * (1.0 - p) / n) if n > 0 else 0.0
-
-
-def _cell(hits: Sequence[float]) -> dict:
-    n = len(hits)
-    p = sum(hits) / n if n else 0.0
-    return {"accuracy": p, "stderr": stderr(p, n), "count": n}
 
 
 def episode_rows(episodes, big_box_fraction: float = 0.25) -> list[dict]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import subprocess
 import sys
 import time
@@ -23,18 +22,16 @@ from pathlib import Path
 
 from vlrl.config import compose, validate
 from vlrl.evaluate import evaluate
+from vlrl.stats import mean_stderr
 
 
 def paired(before: dict[int, float], after: dict[int, float]) -> tuple[float, float, int]:
     """(mean after - before, its paired standard error, n) over the clips both evaluations scored."""
     keys = sorted(set(before) & set(after))
-    d = [after[k] - before[k] for k in keys]
-    n = len(d)
-    if n < 2:
-        return (d[0] if d else 0.0), 0.0, n
-    mean = sum(d) / n
-    var = sum((x - mean) ** 2 for x in d) / (n - 1)
-    return mean, math.sqrt(var / n), n
+    if not keys:
+        return 0.0, 0.0, 0
+    mean, se = mean_stderr([after[k] - before[k] for k in keys])
+    return mean, se, len(keys)
 
 
 def per_clip(episodes) -> dict[int, float]:

@@ -12,21 +12,11 @@ unparsed = the middle; ties count half), `parse_failure_rate` (no letter read), 
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 
 from rewards.video import COMPLEXITY_LETTERS, REAL_LETTER, parse_letter
 from tasks.video_authenticity.env import scored
-
-
-def stderr(p: float, n: int) -> float:
-    return math.sqrt(p * (1.0 - p) / n) if n > 0 else 0.0
-
-
-def cell(hits: list[float]) -> dict:
-    n = len(hits)
-    p = sum(hits) / n if n else 0.0
-    return {"accuracy": p, "stderr": stderr(p, n), "count": n}
+from vlrl.stats import accuracy_cell as cell
 
 
 def fake_score(text: str, reward: str) -> float:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 import time
@@ -33,6 +32,7 @@ import torch
 from rewards.vision_zero import ACC_CORRECT, boxed_contents, normalise_clue
 from vlrl.provenance import provenance as run_provenance
 from vlrl.config import compose, validate
+from vlrl.stats import mean_stderr
 
 BASE = ["task=vision_zero", "model.path=assets/tiny-vision-zero", "trainer.threads=1"]
 
@@ -47,15 +47,6 @@ def _write(data: dict, *paths) -> None:
         if p is not None:
             Path(p).parent.mkdir(parents=True, exist_ok=True)
             Path(p).write_text(json.dumps(data, indent=2) + "\n")
-
-
-def mean_stderr(xs: list[float]) -> tuple[float, float]:
-    n = len(xs)
-    if n == 0:
-        return math.nan, math.nan
-    m = sum(xs) / n
-    var = sum((x - m) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
-    return m, math.sqrt(var / n)
 
 
 # ---------------------------------------------------------------- speed

@@ -8,7 +8,7 @@ import pytest
 
 import tasks.screenspot as ss
 import tasks.screenspot_pro as ssp
-from tasks.gui_grounding.report import stderr
+from vlrl.stats import binomial_stderr as stderr
 from vlrl.episode import Episode, Turn
 
 

@@ -1,0 +1,28 @@
+"""The few statistics every report and experiment summary uses: binomial and sample standard errors."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def binomial_stderr(p: float, n: int) -> float:
+    """Standard error sqrt(p (1 - p) / n) of an accuracy p over n items (0 for n = 0)."""
+    return math.sqrt(p * (1.0 - p) / n) if n > 0 else 0.0
+
+
+def accuracy_cell(hits: Sequence[float]) -> dict:
+    """hits: [N] 0/1 outcomes -> {"accuracy", "stderr" (binomial), "count"}; accuracy 0 when N = 0."""
+    n = len(hits)
+    p = sum(hits) / n if n else 0.0
+    return {"accuracy": p, "stderr": binomial_stderr(p, n), "count": n}
+
+
+def mean_stderr(xs: Sequence[float]) -> tuple[float, float]:
+    """xs: [N] per-item values -> (mean, standard error of the mean from the sample variance).
+    N = 1 gives a standard error of 0; N = 0 gives (nan, nan)."""
+    n = len(xs)
+    if n == 0:
+        return math.nan, math.nan
+    m = sum(xs) / n
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / max(n - 1, 1) / n)
