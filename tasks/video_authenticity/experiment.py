@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from vlrl.config import compose, validate
 from vlrl.evaluate import evaluate
+from vlrl.provenance import provenance
 from vlrl.stats import mean_stderr
 
 
@@ -38,16 +38,6 @@ def per_clip(episodes) -> dict[int, float]:
     return {ep.seed: float(ep.turns[0].info.get("correct", 0.0)) for ep in episodes if ep.turns}
 
 
-def git_commit() -> str | None:
-    try:
-        run = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True, check=True,  # noqa: E731
-                                        cwd=Path(__file__).resolve().parent).stdout.strip()
-        commit = run("rev-parse", "HEAD")
-        return commit + ("-dirty" if run("status", "--porcelain", "--untracked-files=no") else "")
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def main(argv: list[str] | None = None) -> dict:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -55,8 +45,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", required=True, help="run folder (trainer.output_dir)")
     ap.add_argument("--summary", help="also write the summary JSON here")
     args, overrides = ap.parse_known_args(argv)
-    command = ["python", "-m", "tasks.video_authenticity.experiment", *argv]
-    commit = git_commit()
+    origin = provenance("tasks.video_authenticity.experiment", argv)
     base = ["task=video_authenticity", *overrides, f"trainer.output_dir={args.out}", "trainer.progress=false"]
     cfg, task = validate(compose(base))
     t0 = time.perf_counter()
@@ -93,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
         "steps": max((int(m.get("step", 0)) for m in metrics), default=0),
         "decode_s": round(decode_s, 2), "decode_share_of_step": (decode_s / step_s) if step_s else None,
         "last_train_metrics": {k: v for k, v in (last or {}).items() if isinstance(v, (int, float))},
-        "overrides": overrides, "checkpoint": ckpt, "command": command, "git_commit": commit,
+        "overrides": overrides, "checkpoint": ckpt, **origin,
     }
     for path in (Path(args.out) / "summary.json", Path(args.summary) if args.summary else None):
         if path is not None:
