@@ -79,7 +79,10 @@ class Zero3(Strategy):
                 "optimizer_state": full_optimizer_state(self.engine, model, optimizer)}
 
     def close(self) -> None:
-        close()
+        if self.engine is not None:  # its parameter coordinator and hooks go first: they own prefetched gathers
+            self.engine.destroy()
+            self.engine = None
+        super().close()
 
 
 def requested() -> bool:
@@ -192,17 +195,6 @@ def engine_step(eng) -> torch.Tensor:
     eng.step()
     norm = eng.get_global_grad_norm()
     return torch.tensor(float("inf") if norm is None else float(norm))
-
-
-def close() -> None:
-    """End of a ZeRO-3 run: every process leaves together and the process groups are shut down before the
-    interpreter exits. Left to interpreter shutdown, a finished CPU run sometimes aborted one process
-    (`terminate called without an active exception`, SIGABRT after all work was written: 2 of ~17 runs)."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
 
 
 def _offload(eng):
