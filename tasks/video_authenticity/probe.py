@@ -20,16 +20,16 @@ import time
 import numpy as np
 
 from tasks.video_authenticity.config import Config
-from tasks.video_authenticity.decode import DecodeSpec, decode_file
-from tasks.video_authenticity.manifest import read_manifest
-from vlrl.stats import accuracy_cell, binomial_stderr
+from tasks.video_authenticity.decode import ClipLoader, DecodeSpec
+from tasks.video_authenticity.manifest import load_clips, read_manifest
+from vlrl.stats import accuracy_cell
 
 FEATURES = ("mean_change", "std_change", "max_change", "mean_brightness_jump", "max_brightness_jump",
             "pixel_temporal_std", "mean_accel", "max_accel", "accel_peak_ratio", "change_peak_ratio")
 
 
 def temporal_features(frames: np.ndarray) -> np.ndarray:
-    """frames: [T, H, W, C] uint8 (T >= 3) -> [len(FEATURES)] float64 statistics of how the clip changes in time."""
+    """frames: [T, H, W, C] uint8 (T >= 3; the task's min_frames is 4) -> [len(FEATURES)] float64 statistics of how the clip changes in time."""
     f = frames.astype(np.float64) / 255.0
     change = np.abs(np.diff(f, axis=0)).mean(axis=(1, 2, 3))  # [T-1]
     jumps = np.abs(np.diff(f.mean(axis=(1, 2, 3))))  # [T-1] whole-frame brightness steps (flicker)
@@ -39,21 +39,11 @@ def temporal_features(frames: np.ndarray) -> np.ndarray:
                      accel.mean(), accel.max(), accel.max() / (accel.mean() + eps), change.max() / (change.mean() + eps)])
 
 
-def load_split(path: str, spec: DecodeSpec) -> tuple[list, dict]:
-    """Decode every clip of a manifest -> ([(features, record)], skipped reasons). An unusable clip is counted, not
-    dropped silently."""
-    rows, skipped = [], {}
-    for rec in read_manifest(path):
-        try:
-            frames = decode_file(str(rec.video), spec)["frames"]
-            if len(frames) < 3:
-                raise ValueError("fewer than 3 frames")
-        except Exception as e:  # noqa: BLE001 - any decoder failure is a counted skip, as in training
-            reason = type(e).__name__
-            skipped[reason] = skipped.get(reason, 0) + 1
-            continue
-        rows.append((temporal_features(frames), rec))
-    return rows, skipped
+def load_split(path: str, loader: ClipLoader) -> tuple[list, dict]:
+    """Decode every clip of a manifest -> ([(features, record)], skipped {"count", "reasons"}): unusable clips are
+    counted with the loader's reasons, as in training and evaluation."""
+    usable, _, skipped = load_clips(read_manifest(path), loader)
+    return [(temporal_features(clip.frames), rec) for rec, clip in usable], skipped
 
 
 def run(data: str, spec: DecodeSpec, seed: int = 0) -> dict:
@@ -61,8 +51,9 @@ def run(data: str, spec: DecodeSpec, seed: int = 0) -> dict:
     from sklearn.preprocessing import StandardScaler
 
     t0 = time.perf_counter()
-    train, skipped_train = load_split(os.path.join(data, "train.jsonl"), spec)
-    held, skipped = load_split(os.path.join(data, "held_out.jsonl"), spec)
+    with ClipLoader(spec) as loader:
+        train, skipped_train = load_split(os.path.join(data, "train.jsonl"), loader)
+        held, skipped = load_split(os.path.join(data, "held_out.jsonl"), loader)
     if not train or not held:
         raise SystemExit(f"{data}: no usable clips in train.jsonl or held_out.jsonl")
     x_train = np.stack([f for f, _ in train])
@@ -77,10 +68,9 @@ def run(data: str, spec: DecodeSpec, seed: int = 0) -> dict:
         if r.label == "fake":
             groups.setdefault(f"generator:{r.generator}", []).append(ok)
             groups.setdefault(f"level:{r.level}", []).append(ok)
-    return {"overall": float(np.mean(hits)), "count": len(hits),
-            "skipped": {"count": sum(skipped.values()), "reasons": skipped},
-            "breakdown": {k: accuracy_cell(v) for k, v in sorted(groups.items())},
-            "stderr": binomial_stderr(float(np.mean(hits)), len(hits)),
+    overall = accuracy_cell(hits)
+    return {"overall": overall["accuracy"], "count": len(hits), "skipped": skipped,
+            "breakdown": {k: accuracy_cell(v) for k, v in sorted(groups.items())}, "stderr": overall["stderr"],
             "probe": "logistic regression on temporal_features (standardised)", "features": list(FEATURES),
             "train_clips": len(train), "train_skipped": skipped_train,
             "budget": {"fps": spec.fps, "max_frames": spec.max_frames, "max_pixels": spec.max_pixels,

@@ -171,7 +171,7 @@ class Strategy(ABC):
         if not dist.is_initialized():
             return
         gc.collect()  # work handles in reference cycles die now, not in the final collection
-        groups = list(getattr(dist.distributed_c10d, "_world").pg_map) or [dist.group.WORLD]
+        groups = list(dist.distributed_c10d._world.pg_map) or [dist.group.WORLD]  # private: no public list
         for group in groups:
             dist.barrier(group=group)
         dist.destroy_process_group()
