@@ -1,11 +1,12 @@
 """CLS-RL vs No-Thinking-RL vs SFT on the same shots and the same budget, measured on held-out images.
 
     python -m tasks.classification.experiment compare [--out DIR] [--summary-dir DIR] [--eval N]
-        [--steps S] [--prompts P] [--group G] [--methods cls_rl,no_thinking,sft] [--sft-mode cls_rl] [overrides...]
+        [--steps S] [--prompts P] [--group G] [--methods cls_rl,no_thinking,sft] [--sft-mode cls_rl]
+        [--protocol base_to_new|all] [--set METHOD:KEY=VALUE ...] [overrides...]
 
 Every method starts from the same checkpoint (`model.path`, by default the task's warm start) and trains on
 the same k-shot sample (`task.shots`, `task.shot_seed`; by default base-to-new: the 18 base classes of the
-built-in shapes set, 4 shots each). Budget: S optimizer steps for every method. The RL runs (vlrl/train.py,
+built-in shapes set, 4 shots each; `--protocol all`: every class, 4 shots each). Budget: S optimizer steps for every method. The RL runs (vlrl/train.py,
 `task.mode=cls_rl` / `no_thinking`) score P prompts x G sampled answers per step; the supervised control
 (vlrl/sft.py, reference answers in the `--sft-mode` format) takes P x G examples per step: the same number of
 optimizer steps and of image presentations. Each start is evaluated once per answer format (greedy, the first
@@ -13,7 +14,8 @@ N held-out images, every one of them before and after, so differences are paired
 once. Writes `<method>_seed<seed>.json` per method (keys `method`, `seed`, `held_out_images`, `before`,
 `after`, `gain_points`, `gain_stderr_points`, wall times, `overrides`, `command`) and `table.md` /
 `compare.json` under `--summary-dir` (and `--out`), and prints the table. Overrides apply to training and
-evaluation alike.
+evaluation alike; `--set cls_rl:trainer.lr=1e-3` adds an override to one method's training only (a learning rate
+or sampling temperature chosen per method, e.g. by a sweep on other data).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from vlrl.sft import run as sft_run
 from vlrl.train import run as grpo_run
 from vlrl.stats import mean_stderr
 
-BASE = ["task=classification", "task.protocol=base_to_new"]
+BASE = ["task=classification"]
 METHODS = ("cls_rl", "no_thinking", "sft")
 REPORT_KEYS = ("overall", "stderr", "base", "new", "harmonic_mean", "mean_response_length", "mean_response_chars",
                "parse_failure_rate", "hedged_rate", "not_a_candidate_rate", "format_rate")
@@ -93,11 +95,16 @@ def _pick(report: dict) -> dict:
 
 def compare(out: Path, overrides: list[str], n_eval: int, steps: int, prompts: int, group: int,
             methods: list[str], sft_mode: str = "cls_rl", summary_dir: Path | None = None,
-            origin: dict | None = None) -> dict:
-    """Run every method in `methods` from the same start; -> {"rows": {method: summary}, "table": markdown}."""
+            origin: dict | None = None, protocol: str = "base_to_new",
+            method_sets: dict[str, list[str]] | None = None) -> dict:
+    """Run every method in `methods` from the same start; -> {"rows": {method: summary}, "table": markdown}.
+
+    method_sets: {method: [overrides for that method's training only]}."""
     origin = provenance() if origin is None else origin
     trainers = {"grpo": grpo_run, "sft": sft_run}  # looked up per call: tests replace them
     out.mkdir(parents=True, exist_ok=True)
+    shared = [f"task.protocol={protocol}"] + list(overrides)
+    method_sets = method_sets or {}
     starts: dict[str, tuple[dict, list[float], float]] = {}
     rows: dict[str, dict] = {}
     finals: dict[str, list[float]] = {}
@@ -105,18 +112,18 @@ def compare(out: Path, overrides: list[str], n_eval: int, steps: int, prompts: i
         mode = eval_mode(method, sft_mode)
         if mode not in starts:  # one evaluation of the start per answer format
             t0 = time.perf_counter()
-            rep, hits = _eval(BASE + overrides + [f"task.mode={mode}"], n_eval, out / f"eval_start_{mode}.json")
+            rep, hits = _eval(BASE + shared + [f"task.mode={mode}"], n_eval, out / f"eval_start_{mode}.json")
             starts[mode] = (rep, hits, time.perf_counter() - t0)
         before, hits0, before_s = starts[mode]
         run_dir = out / method
-        cfg, task = validate(compose(BASE + overrides + budget(method, steps, prompts, group, sft_mode)
-                                     + [f"trainer.output_dir={run_dir / 'run'}", "trainer.progress=false"]))
+        own = budget(method, steps, prompts, group, sft_mode) + method_sets.get(method, [])
+        cfg, task = validate(compose(BASE + shared + own + [f"trainer.output_dir={run_dir / 'run'}", "trainer.progress=false"]))
         t1 = time.perf_counter()
         trainers["sft" if method == "sft" else "grpo"](cfg, task)
         train_s = time.perf_counter() - t1
         final = run_dir / "run" / "checkpoints" / f"step_{cfg.trainer.steps:07d}"
         t2 = time.perf_counter()
-        after, hits1 = _eval(BASE + overrides + [f"task.mode={mode}", f"model.path={final}"], n_eval,
+        after, hits1 = _eval(BASE + shared + [f"task.mode={mode}", f"model.path={final}"], n_eval,
                              run_dir / "eval_after.json")
         after_s = time.perf_counter() - t2
         gain, gain_se = paired(hits0, hits1)
@@ -138,7 +145,7 @@ def compare(out: Path, overrides: list[str], n_eval: int, steps: int, prompts: i
             "gain_stderr_points": 100 * gain_se,  # paired: the same images before and after
             "gain_over_3_stderr": gain > 3 * gain_se,
             "overrides": overrides,
-            "method_overrides": budget(method, steps, prompts, group, sft_mode),
+            "method_overrides": own,
             "eval_before_wall_s": round(before_s, 1),
             "train_wall_s": round(train_s, 1),
             "eval_after_wall_s": round(after_s, 1),
@@ -194,14 +201,25 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     parser.add_argument("--sft-mode", choices=["cls_rl", "no_thinking"], default="cls_rl",
                         help="answer format of the supervised control's targets (and its evaluation)")
+    parser.add_argument("--protocol", choices=["base_to_new", "all"], default="base_to_new",
+                        help="base_to_new: train on the first half of the classes, evaluate base and new; "
+                             "all: train and evaluate on every class")
+    parser.add_argument("--set", action="append", default=[], metavar="METHOD:KEY=VALUE",
+                        help="an override for one method's training only (repeatable), e.g. cls_rl:trainer.lr=1e-3")
     args, overrides = parser.parse_known_args()
     origin = provenance()
     methods = [m for m in args.methods.split(",") if m]
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         parser.error(f"--methods: {bad or 'none given'} (choose from {list(METHODS)})")
+    method_sets: dict[str, list[str]] = {}
+    for item in args.set:
+        method, sep, override = item.partition(":")
+        if not sep or method not in methods or "=" not in override:
+            parser.error(f"--set {item!r}: want METHOD:KEY=VALUE with METHOD one of {methods}")
+        method_sets.setdefault(method, []).append(override)
     compare(args.out, overrides, args.eval, args.steps, args.prompts, args.group, methods, args.sft_mode,
-            args.summary_dir, origin)
+            args.summary_dir, origin, args.protocol, method_sets)
 
 
 if __name__ == "__main__":

@@ -78,3 +78,31 @@ def test_main_refuses_an_unknown_method(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["experiment.py", "compare", "--methods", "cls_rl,ppo"])
     with pytest.raises(SystemExit):
         experiment.main()
+
+
+def test_protocol_and_per_method_overrides_reach_training_only(tmp_path, monkeypatch):
+    n = 4
+    table = {("cls_rl", "start"): [0, 0, 1, 0], ("cls_rl", "cls_rl"): [1, 0, 1, 0], ("cls_rl", "sft"): [1, 1, 1, 0]}
+    calls, trained = [], []
+    monkeypatch.setattr(experiment, "_eval", _fake_eval(calls, table))
+    monkeypatch.setattr(experiment, "grpo_run", lambda cfg, task: trained.append(
+        (cfg.task.protocol, cfg.trainer.lr, cfg.rollout.temperature)))
+    monkeypatch.setattr(experiment, "sft_run", lambda cfg, task: trained.append(
+        (cfg.task.protocol, cfg.trainer.lr, cfg.rollout.temperature)))
+    res = experiment.compare(tmp_path / "out", ["trainer.lr=2e-4"], n, 2, 2, 3, ["cls_rl", "sft"], "cls_rl",
+                             origin={"command": ["x"], "git_commit": "abc"}, protocol="all",
+                             method_sets={"cls_rl": ["trainer.lr=1e-3", "rollout.temperature=1.5"]})
+    assert trained == [("all", 1e-3, 1.5), ("all", 2e-4, 1.0)]  # the SFT control keeps the shared lr
+    assert all("task.protocol=all" in c for c in calls)
+    assert not any("trainer.lr=1e-3" in c for c in calls)  # evaluation is greedy: training-only overrides stay out
+    row = res["rows"]["cls_rl"]
+    assert row["protocol"] == "all" and row["overrides"] == ["trainer.lr=2e-4"]
+    assert row["method_overrides"][-2:] == ["trainer.lr=1e-3", "rollout.temperature=1.5"]
+
+
+def test_main_refuses_a_malformed_set(monkeypatch):
+    monkeypatch.setattr(experiment, "compare", lambda *a: pytest.fail("ran"))
+    for bad in ("cls_rl=trainer.lr", "dpo:trainer.lr=1", "cls_rl:trainer.lr"):
+        monkeypatch.setattr(sys, "argv", ["experiment.py", "compare", "--set", bad])
+        with pytest.raises(SystemExit):
+            experiment.main()
