@@ -4,18 +4,18 @@
         [--steps S] [--prompts P] [--group G] [--methods cls_rl,no_thinking,sft] [--sft-mode cls_rl]
         [--protocol base_to_new|all] [--set METHOD:KEY=VALUE ...] [overrides...]
 
-Every method starts from the same checkpoint (`model.path`, by default the task's warm start) and trains on
-the same k-shot sample (`task.shots`, `task.shot_seed`; by default base-to-new: the 18 base classes of the
-built-in shapes set, 4 shots each; `--protocol all`: every class, 4 shots each). Budget: S optimizer steps for every method. The RL runs (vlrl/train.py,
-`task.mode=cls_rl` / `no_thinking`) score P prompts x G sampled answers per step; the supervised control
-(vlrl/sft.py, reference answers in the `--sft-mode` format) takes P x G examples per step: the same number of
-optimizer steps and of image presentations. Each start is evaluated once per answer format (greedy, the first
-N held-out images, every one of them before and after, so differences are paired) and each final checkpoint
-once. Writes `<method>_seed<seed>.json` per method (keys `method`, `seed`, `held_out_images`, `before`,
-`after`, `gain_points`, `gain_stderr_points`, wall times, `overrides`, `command`) and `table.md` /
-`compare.json` under `--summary-dir` (and `--out`), and prints the table. Overrides apply to training and
-evaluation alike; `--set cls_rl:trainer.lr=1e-3` adds an override to one method's training only (a learning rate
-or sampling temperature chosen per method, e.g. by a sweep on other data).
+Every method starts from the same checkpoint (`model.path`, by default the task's warm start) and trains on the
+same k-shot sample (`task.shots`, `task.shot_seed`; by default base-to-new: the 18 base classes of the built-in
+shapes set, 4 shots each; `--protocol all`: every class, 4 shots each). Budget: S optimizer steps for every
+method. The RL runs (vlrl/train.py, `task.mode=cls_rl` / `no_thinking`) score P prompts x G sampled answers per
+step; the supervised control (vlrl/sft.py, reference answers in the `--sft-mode` format) takes P x G examples per
+step: the same number of optimizer steps and of image presentations. Each start is evaluated once per answer
+format (greedy, the first N held-out images, every one of them before and after, so differences are paired) and
+each final checkpoint once. Writes `<method>_seed<seed>.json` per method (keys `method`, `seed`,
+`held_out_images`, `before`, `after`, `gain_points`, `gain_stderr_points`, wall times, `overrides`, `command`) and
+`table.md` / `compare.json` under `--summary-dir` (and `--out`), and prints the table. Overrides apply to training
+and evaluation alike; `--set cls_rl:trainer.lr=1e-3` adds an override to one method's training only (a learning
+rate or sampling temperature chosen per method, e.g. by a sweep on other data).
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ def compare(out: Path, overrides: list[str], n_eval: int, steps: int, prompts: i
         before, hits0, before_s = starts[mode]
         run_dir = out / method
         own = budget(method, steps, prompts, group, sft_mode) + method_sets.get(method, [])
-        cfg, task = validate(compose(BASE + shared + own + [f"trainer.output_dir={run_dir / 'run'}", "trainer.progress=false"]))
+        cfg, task = validate(compose(BASE + shared + own
+                                     + [f"trainer.output_dir={run_dir / 'run'}", "trainer.progress=false"]))
         t1 = time.perf_counter()
         trainers["sft" if method == "sft" else "grpo"](cfg, task)
         train_s = time.perf_counter() - t1
