@@ -128,3 +128,15 @@ def _exit(error: BaseException) -> SystemExit:
 
     print(f"vlrl: error: {one_line(error)}", file=sys.stderr, flush=True)
     return SystemExit(2)
+
+
+def method_overrides(items: list[str], methods: list[str]) -> dict[str, list[str]]:
+    """Experiment scripts' repeatable `--set METHOD:KEY=VALUE` -> {method: [KEY=VALUE, ...]}; ValueError names a
+    malformed item or a method that is not being run."""
+    sets: dict[str, list[str]] = {}
+    for item in items:
+        method, sep, override = item.partition(":")
+        if not sep or method not in methods or "=" not in override:
+            raise ValueError(f"--set {item!r}: want METHOD:KEY=VALUE with METHOD one of {methods}")
+        sets.setdefault(method, []).append(override)
+    return sets

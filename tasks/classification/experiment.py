@@ -21,12 +21,12 @@ rate or sampling temperature chosen per method, e.g. by a sweep on other data).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-from vlrl.provenance import provenance as run_provenance
+from vlrl.provenance import provenance as run_provenance, write_comparison
+from vlrl.cli import method_overrides
 from vlrl.config import compose, validate
 from vlrl.evaluate import evaluate, write_report
 from vlrl.sft import run as sft_run
@@ -80,13 +80,6 @@ def _eval(overrides: list[str], n: int, output: Path) -> tuple[dict, list[float]
         raise RuntimeError(f"evaluated {report['count']} images, wanted {n} (fewer held-out images than --eval?)")
     write_report(report, episodes, cfg, task, str(output))
     return report, _correct(episodes)
-
-
-def _write(data: dict, *paths: Path | None) -> None:
-    for path in paths:
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def _pick(report: dict) -> dict:
@@ -157,13 +150,7 @@ def compare(out: Path, overrides: list[str], n_eval: int, steps: int, prompts: i
                 d, se = paired(finals["sft"], finals[method])
                 rows[method]["vs_sft_points"], rows[method]["vs_sft_stderr_points"] = 100 * d, 100 * se
     table = to_table(rows)
-    for method, row in rows.items():
-        _write(row, out / f"{method}_seed{row['seed']}.json",
-               summary_dir / f"{method}_seed{row['seed']}.json" if summary_dir else None)
-    _write({**origin, "rows": rows}, out / "compare.json", summary_dir / "compare.json" if summary_dir else None)
-    for folder in (out, summary_dir):
-        if folder is not None:
-            (folder / "table.md").write_text(table)
+    write_comparison(rows, table, origin, out, summary_dir)
     print(table)
     return {"rows": rows, "table": table}
 
@@ -213,12 +200,10 @@ def main() -> None:
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         parser.error(f"--methods: {bad or 'none given'} (choose from {list(METHODS)})")
-    method_sets: dict[str, list[str]] = {}
-    for item in args.set:
-        method, sep, override = item.partition(":")
-        if not sep or method not in methods or "=" not in override:
-            parser.error(f"--set {item!r}: want METHOD:KEY=VALUE with METHOD one of {methods}")
-        method_sets.setdefault(method, []).append(override)
+    try:
+        method_sets = method_overrides(args.set, methods)
+    except ValueError as e:
+        parser.error(str(e))
     compare(args.out, overrides, args.eval, args.steps, args.prompts, args.group, methods, args.sft_mode,
             args.summary_dir, origin, args.protocol, method_sets)
 

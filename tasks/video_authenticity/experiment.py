@@ -3,12 +3,20 @@
     python -m tasks.video_authenticity.experiment --method grpo --out runs/va_grpo --summary FILE.json [overrides...]
     python -m tasks.video_authenticity.experiment --method sft  --out runs/va_sft  --summary FILE.json \
         trainer=sft_tiny [overrides...]
+    python -m tasks.video_authenticity.experiment compare --out runs/va_compare --summary-dir DIR \
+        --methods grpo,grpo_ta,grpo_q,sft --steps S --prompts P --group G [--set METHOD:KEY=VALUE] [overrides...]
 
 Both evaluations are greedy on the same held-out clips (task.manifest, else the built-in held-out set);
 the gain's standard error is paired (per-clip differences). `--method grpo` runs vlrl/train.py's loop
 (task.reward picks plain / ta / q), `--method sft` vlrl/sft.py's (the supervised control). The summary
 JSON has the keys every experiment summary uses: method, seed, held_out_clips, before, after,
 gain_points, gain_stderr_points, wall times (train, eval, decode share), overrides, command.
+
+`compare` runs every method from the same start on the same budget: S optimizer steps of P clips; RL samples
+G answers per clip (GRPO-TA G/2 more on the perturbed copy, not trained on), the supervised control gets P x G
+reference answers per step. It writes one summary JSON per method, `compare.json` and `table.md` (held-out
+accuracy with paired standard errors, per artifact kind and level, wall time, decode share) and prints the table.
+GRPO-Q is evaluated in its own six-option format (correct = real/fake right), the others in the binary one.
 """
 
 from __future__ import annotations
@@ -19,9 +27,10 @@ import sys
 import time
 from pathlib import Path
 
+from vlrl.cli import method_overrides
 from vlrl.config import compose, validate
 from vlrl.evaluate import evaluate
-from vlrl.provenance import provenance
+from vlrl.provenance import provenance, write_comparison
 from vlrl.stats import mean_stderr
 
 
@@ -38,45 +47,46 @@ def per_clip(episodes) -> dict[int, float]:
     return {ep.seed: float(ep.turns[0].info.get("correct", 0.0)) for ep in episodes if ep.turns}
 
 
-def main(argv: list[str] | None = None) -> dict:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--method", choices=("grpo", "sft"), default="grpo")
-    ap.add_argument("--out", required=True, help="run folder (trainer.output_dir)")
-    ap.add_argument("--summary", help="also write the summary JSON here")
-    args, overrides = ap.parse_known_args(argv)
-    origin = provenance("tasks.video_authenticity.experiment", argv)
-    base = ["task=video_authenticity", *overrides, f"trainer.output_dir={args.out}", "trainer.progress=false"]
+METHODS = {"grpo": ["task.reward=plain"], "grpo_ta": ["task.reward=ta"], "grpo_q": ["task.reward=q"], "sft": []}
+REPORT_KEYS = ("overall", "balanced_accuracy", "auroc", "parse_failure_rate", "breakdown")
+
+
+def measure(method: str, out: Path, overrides: list[str], origin: dict, start: tuple | None = None) -> tuple:
+    """Evaluate (unless `start` = (report, episodes, seconds) is given), train `method` ("grpo" | "sft") into
+    `out`, evaluate the last checkpoint. -> (summary, start, after episodes)."""
+    base = ["task=video_authenticity", *overrides, f"trainer.output_dir={out}", "trainer.progress=false"]
     cfg, task = validate(compose(base))
-    t0 = time.perf_counter()
-    before_rep, before_eps = evaluate(cfg, task, progress=False)
-    eval_s = time.perf_counter() - t0
+    if start is None:
+        t0 = time.perf_counter()
+        before_rep, before_eps = evaluate(cfg, task, progress=False)
+        start = (before_rep, before_eps, time.perf_counter() - t0)
+    before_rep, before_eps, eval_s = start
     from tasks.video_authenticity.training import decode_metrics
 
-    decode_metrics(cfg.task)  # the step counters start after the first evaluation's decodes
+    decode_metrics(cfg.task)  # the step counters start after the evaluation's decodes
     t0 = time.perf_counter()
-    if args.method == "sft":
+    if method == "sft":
         from vlrl.sft import run as train_run
     else:
         from vlrl.train import run as train_run
     last = train_run(cfg, task)
     train_s = time.perf_counter() - t0
-    latest = (Path(args.out) / "checkpoints" / "latest").read_text().strip()
-    ckpt = str(Path(args.out) / "checkpoints" / latest)
+    latest = (out / "checkpoints" / "latest").read_text().strip()
+    ckpt = str(out / "checkpoints" / latest)
     after_cfg, _ = validate(compose([*base, f"model.path={ckpt}"]))
     after_rep, after_eps = evaluate(after_cfg, task, progress=False)
     gain, se, n = paired(per_clip(before_eps), per_clip(after_eps))
-    metrics = [json.loads(line) for line in (Path(args.out) / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     decode_s = sum(m.get("decode/seconds", 0.0) for m in metrics)
     step_s = sum(m.get("time/step", 0.0) for m in metrics)
-    label = args.method if args.method == "sft" else {"plain": "grpo", "ta": "grpo_ta", "q": "grpo_q"}[cfg.task.reward]
+    label = method if method == "sft" else {"plain": "grpo", "ta": "grpo_ta", "q": "grpo_q"}[cfg.task.reward]
     summary = {
-        "method": label, "seed": cfg.trainer.seed, "held_out_clips": n,
+        "method": label, "seed": cfg.trainer.seed, "start": cfg.model.path, "held_out_clips": n,
         "before": before_rep["overall"], "after": after_rep["overall"],
         "gain_points": 100 * gain, "gain_stderr_points": 100 * se,
         "significant_3se": bool(se > 0 and gain > 3 * se),
-        "before_report": {k: before_rep[k] for k in ("overall", "balanced_accuracy", "auroc", "parse_failure_rate", "breakdown")},
-        "after_report": {k: after_rep[k] for k in ("overall", "balanced_accuracy", "auroc", "parse_failure_rate", "breakdown")},
+        "before_report": {k: before_rep[k] for k in REPORT_KEYS},
+        "after_report": {k: after_rep[k] for k in REPORT_KEYS},
         "skipped": after_rep["skipped"],
         "train_wall_s": round(train_s, 1), "eval_wall_s": round(eval_s, 1),
         "steps": max((int(m.get("step", 0)) for m in metrics), default=0),
@@ -84,13 +94,125 @@ def main(argv: list[str] | None = None) -> dict:
         "last_train_metrics": {k: v for k, v in (last or {}).items() if isinstance(v, (int, float))},
         "overrides": overrides, "checkpoint": ckpt, **origin,
     }
-    for path in (Path(args.out) / "summary.json", Path(args.summary) if args.summary else None):
+    return summary, start, after_eps
+
+
+def _write(data: dict, *paths: Path | None) -> None:
+    for path in paths:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(summary, indent=2) + "\n")
+            path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def budget(method: str, steps: int, prompts: int, group: int) -> list[str]:
+    """The overrides that give `method` S optimizer steps of P clips and S x P x G answers trained on."""
+    if method == "sft":
+        return [f"trainer.steps={steps}", f"trainer.prompts_per_step={prompts * group}", "trainer.eval_every=0",
+                "sft.eval_examples=0"]
+    ta = [f"task.ta_samples={max(1, group // 2)}"] if method == "grpo_ta" else []
+    return [*METHODS[method], *ta, f"trainer.steps={steps}", f"trainer.prompts_per_step={prompts}",
+            f"algo.group_size={group}"]
+
+
+def compare(out: Path, overrides: list[str], methods: list[str], steps: int, prompts: int, group: int,
+            method_sets: dict[str, list[str]], summary_dir: Path | None, origin: dict) -> dict:
+    """Every method from the same start on the same budget; -> {"rows": {method: summary}, "table": markdown}."""
+    starts: dict[str, tuple] = {}  # one evaluation of the start per answer format (binary / q)
+    rows, finals = {}, {}
+    for method in methods:
+        fmt = "q" if method == "grpo_q" else "binary"
+        own = budget(method, steps, prompts, group) + method_sets.get(method, [])
+        summary, starts[fmt], after_eps = measure("sft" if method == "sft" else "grpo", out / method,
+                                                  [*overrides, *own], origin, starts.get(fmt))
+        summary["method_overrides"] = own
+        summary["budget"] = {"optimizer_steps": steps, "clips_per_step": prompts, "answers_per_clip": group,
+                             "answers_trained_on": steps * prompts * group}
+        rows[method], finals[method] = summary, per_clip(after_eps)
+    if "sft" in finals:  # RL vs the supervised control, paired over the same clips
+        for method in rows:
+            if method != "sft":
+                d, se, _ = paired(finals["sft"], finals[method])
+                rows[method]["vs_sft_points"], rows[method]["vs_sft_stderr_points"] = 100 * d, 100 * se
+    table = to_table(rows)
+    write_comparison(rows, table, origin, out, summary_dir)
+    print(table, flush=True)
+    return {"rows": rows, "table": table}
+
+
+def to_table(rows: dict[str, dict]) -> str:
+    """Markdown table of compare()'s summaries: accuracy in %, the start's row first (per answer format)."""
+    kinds = sorted({g for r in rows.values() for g in r["before_report"]["breakdown"].get("generator", {})})
+    levels = sorted({str(v) for r in rows.values() for v in r["before_report"]["breakdown"].get("level", {})})
+
+    def cells(rep: dict) -> list[str]:
+        b = rep["breakdown"]
+        get = [("label", "real"), ("label", "fake"), *(("generator", k) for k in kinds),
+               *(("level", v) for v in levels)]
+        return [f"{100 * b[k][g]['accuracy']:.1f}" if g in b.get(k, {}) else "-" for k, g in get]
+
+    head = ["method", "accuracy", "gain (paired)", "> 3 se", "vs SFT (paired)", "real", "fake", *kinds,
+            *(f"level {v}" for v in levels), "train s", "decode share"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    shown = set()
+    for method, r in rows.items():
+        fmt = "six options" if method == "grpo_q" else "binary"
+        if fmt not in shown:
+            shown.add(fmt)
+            rep = r["before_report"]
+            lines.append("| " + " | ".join([f"start ({fmt})", f"{100 * r['before']:.1f}", "-", "-", "-",
+                                             *cells(rep), "-", "-"]) + " |")
+    for method, r in rows.items():
+        vs = f"{r['vs_sft_points']:+.1f} ± {r['vs_sft_stderr_points']:.1f}" if "vs_sft_points" in r else "-"
+        share = "-" if r["decode_share_of_step"] is None else f"{100 * r['decode_share_of_step']:.1f}%"
+        lines.append("| " + " | ".join([method, f"{100 * r['after']:.1f}",
+                                         f"{r['gain_points']:+.1f} ± {r['gain_stderr_points']:.1f}",
+                                         "yes" if r["significant_3se"] else "no", vs, *cells(r["after_report"]),
+                                         f"{r['train_wall_s']:.0f}", share]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compare"]:
+        return main_compare(argv)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--method", choices=("grpo", "sft"), default="grpo")
+    ap.add_argument("--out", required=True, help="run folder (trainer.output_dir)")
+    ap.add_argument("--summary", help="also write the summary JSON here")
+    args, overrides = ap.parse_known_args(argv)
+    origin = provenance("tasks.video_authenticity.experiment", argv)
+    summary, _, _ = measure(args.method, Path(args.out), overrides, origin)
+    _write(summary, Path(args.out) / "summary.json", Path(args.summary) if args.summary else None)
     print(json.dumps({k: summary[k] for k in ("method", "held_out_clips", "before", "after", "gain_points",
                                               "gain_stderr_points", "train_wall_s")}), flush=True)
     return summary
+
+
+def main_compare(argv: list[str]) -> dict:
+    ap = argparse.ArgumentParser(prog="python -m tasks.video_authenticity.experiment compare",
+                                 description="every method from the same start on the same budget")
+    ap.add_argument("mode", choices=["compare"])
+    ap.add_argument("--out", type=Path, default=Path("runs/va_compare"))
+    ap.add_argument("--summary-dir", type=Path, default=None, metavar="DIR",
+                    help="also write the per-method JSONs, compare.json and table.md here")
+    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
+    ap.add_argument("--steps", type=int, default=200, help="optimizer steps of every method")
+    ap.add_argument("--prompts", type=int, default=8, help="clips per step (SFT: prompts x group answers)")
+    ap.add_argument("--group", type=int, default=8, help="RL: sampled answers per clip")
+    ap.add_argument("--set", action="append", default=[], metavar="METHOD:KEY=VALUE",
+                    help="an override for one method only (repeatable), e.g. sft:trainer.lr=1e-3")
+    args, overrides = ap.parse_known_args(argv)
+    origin = provenance("tasks.video_authenticity.experiment", argv)
+    methods = [m for m in args.methods.split(",") if m]
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods:
+        ap.error(f"--methods: {bad or 'none given'} (choose from {list(METHODS)})")
+    try:
+        method_sets = method_overrides(args.set, methods)
+    except ValueError as e:
+        ap.error(str(e))
+    return compare(args.out, overrides, methods, args.steps, args.prompts, args.group, method_sets,
+                   args.summary_dir, origin)
 
 
 if __name__ == "__main__":
