@@ -208,3 +208,12 @@ def test_experiment_gain_is_paired_over_shared_clips():
     # differences 1, 0, 1, -1: sample variance 11/12, stderr sqrt(11/12 / 4)
     assert se == pytest.approx((11 / 12 / 4) ** 0.5)
     assert paired({0: 1.0}, {0: 1.0}) == (0.0, 0.0, 1)
+
+
+def test_the_task_defaults_to_its_shipped_warm_start():
+    assert compose(["task=video_authenticity"]).model.path == "assets/tiny-video-authenticity"
+    assert compose(["task=video_authenticity", "model=tiny"]).model.path == "assets/tiny-qwen2.5-vl"
+    shipped = os.path.join(ROOT, "assets", "tiny-video-authenticity")
+    assert os.path.isfile(os.path.join(shipped, "model.safetensors"))
+    provenance = json.load(open(os.path.join(shipped, "WARMSTART.json")))
+    assert provenance["held_out_eval"]["clips"] >= 1000 and len(provenance["commands"]) == 4
