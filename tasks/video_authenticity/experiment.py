@@ -79,6 +79,7 @@ def measure(method: str, out: Path, overrides: list[str], origin: dict, start: t
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     decode_s = sum(m.get("decode/seconds", 0.0) for m in metrics)
     step_s = sum(m.get("time/step", 0.0) for m in metrics)
+    counted = any("decode/seconds" in m for m in metrics)  # vlrl/sft.py logs no decode counters: not measured
     label = method if method == "sft" else {"plain": "grpo", "ta": "grpo_ta", "q": "grpo_q"}[cfg.task.reward]
     summary = {
         "method": label, "seed": cfg.trainer.seed, "start": cfg.model.path, "held_out_clips": n,
@@ -90,7 +91,7 @@ def measure(method: str, out: Path, overrides: list[str], origin: dict, start: t
         "skipped": after_rep["skipped"],
         "train_wall_s": round(train_s, 1), "eval_wall_s": round(eval_s, 1),
         "steps": max((int(m.get("step", 0)) for m in metrics), default=0),
-        "decode_s": round(decode_s, 2), "decode_share_of_step": (decode_s / step_s) if step_s else None,
+        "decode_s": round(decode_s, 2), "decode_share_of_step": (decode_s / step_s) if step_s and counted else None,
         "last_train_metrics": {k: v for k, v in (last or {}).items() if isinstance(v, (int, float))},
         "overrides": overrides, "checkpoint": ckpt, **origin,
     }

@@ -54,6 +54,8 @@ def test_compare_runs_every_method_from_one_start(tmp_path):
         assert {"before", "after", "gain_points", "gain_stderr_points", "train_wall_s", "overrides", "seed"} <= set(row)
         assert json.loads((docs / f"{method}_seed0.json").read_text())["budget"]["answers_trained_on"] == 8
     assert "trainer.lr=1e-3" in rows["sft"]["method_overrides"] and "vs_sft_points" in rows["grpo"]
+    assert rows["sft"]["decode_share_of_step"] is None  # the supervised loop logs no decode counters
+    assert rows["grpo"]["decode_share_of_step"] is not None
     # The three binary-format methods share one evaluation of the start; GRPO-Q has its own.
     assert rows["grpo"]["before"] == rows["grpo_ta"]["before"] == rows["sft"]["before"]
     assert (docs / "table.md").read_text() == result["table"] and (out / "compare.json").exists()
