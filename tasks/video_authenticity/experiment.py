@@ -16,7 +16,8 @@ gain_points, gain_stderr_points, wall times (train, eval, decode share), overrid
 G answers per clip (GRPO-TA G/2 more on the perturbed copy, not trained on), the supervised control gets P x G
 reference answers per step. It writes one summary JSON per method, `compare.json` and `table.md` (held-out
 accuracy with paired standard errors, per artifact kind and level, wall time, decode share) and prints the table.
-GRPO-Q is evaluated in its own six-option format (correct = real/fake right), the others in the binary one.
+Each method is evaluated in the prompt format it trains on: the six-option one for GRPO-Q (and for any method run
+with task.reward=q; correct = real/fake right), else the binary one; the start is evaluated once per format.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def measure(method: str, out: Path, overrides: list[str], origin: dict, start: t
     label = method if method == "sft" else {"plain": "grpo", "ta": "grpo_ta", "q": "grpo_q"}[cfg.task.reward]
     summary = {
         "method": label, "seed": cfg.trainer.seed, "start": cfg.model.path, "held_out_clips": n,
+        "answer_format": "six options" if cfg.task.reward == "q" else "binary",
         "before": before_rep["overall"], "after": after_rep["overall"],
         "gain_points": 100 * gain, "gain_stderr_points": 100 * se,
         "significant_3se": bool(se > 0 and gain > 3 * se),
@@ -121,8 +123,8 @@ def compare(out: Path, overrides: list[str], methods: list[str], steps: int, pro
     starts: dict[str, tuple] = {}  # one evaluation of the start per answer format (binary / q)
     rows, finals = {}, {}
     for method in methods:
-        fmt = "q" if method == "grpo_q" else "binary"
         own = budget(method, steps, prompts, group) + method_sets.get(method, [])
+        fmt = validate(compose(["task=video_authenticity", *overrides, *own]))[0].task.reward == "q"
         summary, starts[fmt], after_eps = measure("sft" if method == "sft" else "grpo", out / method,
                                                   [*overrides, *own], origin, starts.get(fmt))
         summary["method_overrides"] = own
@@ -156,7 +158,7 @@ def to_table(rows: dict[str, dict]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     shown = set()
     for method, r in rows.items():
-        fmt = "six options" if method == "grpo_q" else "binary"
+        fmt = r.get("answer_format", "binary")
         if fmt not in shown:
             shown.add(fmt)
             rep = r["before_report"]

@@ -29,7 +29,8 @@ def _row(method, before, after, gain, se, vs=None):
 
 
 def test_table_has_a_start_row_per_answer_format_and_one_row_per_method():
-    rows = {"grpo": _row("grpo", 0.5, 0.58, 8.0, 1.0, (-1.0, 0.5)), "grpo_q": _row("grpo_q", 0.4, 0.4, 0.0, 0.0),
+    rows = {"grpo": _row("grpo", 0.5, 0.58, 8.0, 1.0, (-1.0, 0.5)),
+            "grpo_q": {**_row("grpo_q", 0.4, 0.4, 0.0, 0.0), "answer_format": "six options"},
             "sft": _row("sft", 0.5, 0.6, 10.0, 1.0)}
     lines = to_table(rows).splitlines()
     assert "flicker" in lines[0] and "level 2" in lines[0]
@@ -58,4 +59,5 @@ def test_compare_runs_every_method_from_one_start(tmp_path):
     assert rows["grpo"]["decode_share_of_step"] is not None
     # The three binary-format methods share one evaluation of the start; GRPO-Q has its own.
     assert rows["grpo"]["before"] == rows["grpo_ta"]["before"] == rows["sft"]["before"]
+    assert rows["grpo_q"]["answer_format"] == "six options" and rows["sft"]["answer_format"] == "binary"
     assert (docs / "table.md").read_text() == result["table"] and (out / "compare.json").exists()
