@@ -217,3 +217,10 @@ def test_the_task_defaults_to_its_shipped_warm_start():
     assert os.path.isfile(os.path.join(shipped, "model.safetensors"))
     provenance = json.load(open(os.path.join(shipped, "WARMSTART.json")))
     assert provenance["held_out_eval"]["clips"] >= 1000 and len(provenance["commands"]) == 4
+
+
+def test_the_six_option_start_is_shipped_with_its_provenance():
+    shipped = os.path.join(ROOT, "assets", "tiny-video-authenticity-q")
+    assert os.path.isfile(os.path.join(shipped, "model.safetensors"))
+    provenance = json.load(open(os.path.join(shipped, "WARMSTART.json")))
+    assert "task.reward=q" in provenance["commands"][1] and provenance["held_out_eval"]["clips"] >= 1000
