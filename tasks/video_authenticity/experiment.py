@@ -4,7 +4,7 @@
     python -m tasks.video_authenticity.experiment --method sft  --out runs/va_sft  --summary FILE.json \
         trainer=sft_tiny [overrides...]
     python -m tasks.video_authenticity.experiment compare --out runs/va_compare --summary-dir DIR \
-        --methods grpo,grpo_ta,grpo_q,sft --steps S --prompts P --group G [--set METHOD:KEY=VALUE] [overrides...]
+        --methods grpo,grpo_ta,grpo_q,sft,sft_q --steps S --prompts P --group G [--set METHOD:KEY=VALUE] [overrides...]
 
 Both evaluations are greedy on the same held-out clips (task.manifest, else the built-in held-out set);
 the gain's standard error is paired (per-clip differences). `--method grpo` runs vlrl/train.py's loop
@@ -16,8 +16,9 @@ gain_points, gain_stderr_points, wall times (train, eval, decode share), overrid
 G answers per clip (GRPO-TA G/2 more on the perturbed copy, not trained on), the supervised control gets P x G
 reference answers per step. It writes one summary JSON per method, `compare.json` and `table.md` (held-out
 accuracy with paired standard errors, per artifact kind and level, wall time, decode share) and prints the table.
-Each method is evaluated in the prompt format it trains on: the six-option one for GRPO-Q (and for any method run
-with task.reward=q; correct = real/fake right), else the binary one; the start is evaluated once per format.
+Each method is evaluated in the prompt format it trains on: the six-option one for GRPO-Q and `sft_q` (and for any
+method run with task.reward=q; correct = real/fake right), else the binary one; the start is evaluated once per
+format, and each RL method is compared (paired) with the supervised control of its own format when one ran.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def per_clip(episodes) -> dict[int, float]:
     return {ep.seed: float(ep.turns[0].info.get("correct", 0.0)) for ep in episodes if ep.turns}
 
 
-METHODS = {"grpo": ["task.reward=plain"], "grpo_ta": ["task.reward=ta"], "grpo_q": ["task.reward=q"], "sft": []}
+METHODS = {"grpo": ["task.reward=plain"], "grpo_ta": ["task.reward=ta"], "grpo_q": ["task.reward=q"], "sft": [],
+           "sft_q": ["task.reward=q"]}  # sft: the run's task.reward (binary unless set); sft_q: six-option targets
 REPORT_KEYS = ("overall", "balanced_accuracy", "auroc", "parse_failure_rate", "breakdown")
 
 
@@ -81,7 +83,8 @@ def measure(method: str, out: Path, overrides: list[str], origin: dict, start: t
     decode_s = sum(m.get("decode/seconds", 0.0) for m in metrics)
     step_s = sum(m.get("time/step", 0.0) for m in metrics)
     counted = any("decode/seconds" in m for m in metrics)  # vlrl/sft.py logs no decode counters: not measured
-    label = method if method == "sft" else {"plain": "grpo", "ta": "grpo_ta", "q": "grpo_q"}[cfg.task.reward]
+    label = {"plain": "grpo", "ta": "grpo_ta", "q": "grpo_q"}[cfg.task.reward] if method != "sft" else (
+        "sft_q" if cfg.task.reward == "q" else "sft")
     summary = {
         "method": label, "seed": cfg.trainer.seed, "start": cfg.model.path, "held_out_clips": n,
         "answer_format": "six options" if cfg.task.reward == "q" else "binary",
@@ -109,9 +112,9 @@ def _write(data: dict, *paths: Path | None) -> None:
 
 def budget(method: str, steps: int, prompts: int, group: int) -> list[str]:
     """The overrides that give `method` S optimizer steps of P clips and S x P x G answers trained on."""
-    if method == "sft":
-        return [f"trainer.steps={steps}", f"trainer.prompts_per_step={prompts * group}", "trainer.eval_every=0",
-                "sft.eval_examples=0"]
+    if method.startswith("sft"):
+        return [*METHODS[method], f"trainer.steps={steps}", f"trainer.prompts_per_step={prompts * group}",
+                "trainer.eval_every=0", "sft.eval_examples=0", "sft.curriculum=[]"]
     ta = [f"task.ta_samples={max(1, group // 2)}"] if method == "grpo_ta" else []
     return [*METHODS[method], *ta, f"trainer.steps={steps}", f"trainer.prompts_per_step={prompts}",
             f"algo.group_size={group}"]
@@ -125,17 +128,18 @@ def compare(out: Path, overrides: list[str], methods: list[str], steps: int, pro
     for method in methods:
         own = budget(method, steps, prompts, group) + method_sets.get(method, [])
         fmt = validate(compose(["task=video_authenticity", *overrides, *own]))[0].task.reward == "q"
-        summary, starts[fmt], after_eps = measure("sft" if method == "sft" else "grpo", out / method,
+        summary, starts[fmt], after_eps = measure("sft" if method.startswith("sft") else "grpo", out / method,
                                                   [*overrides, *own], origin, starts.get(fmt))
         summary["method_overrides"] = own
         summary["budget"] = {"optimizer_steps": steps, "clips_per_step": prompts, "answers_per_clip": group,
                              "answers_trained_on": steps * prompts * group}
         rows[method], finals[method] = summary, per_clip(after_eps)
-    if "sft" in finals:  # RL vs the supervised control, paired over the same clips
-        for method in rows:
-            if method != "sft":
-                d, se, _ = paired(finals["sft"], finals[method])
-                rows[method]["vs_sft_points"], rows[method]["vs_sft_stderr_points"] = 100 * d, 100 * se
+    controls = {r["answer_format"]: m for m, r in rows.items() if m.startswith("sft")}
+    for method, row in rows.items():  # RL vs the supervised control in its own answer format, paired
+        control = controls.get(row["answer_format"])
+        if control is not None and not method.startswith("sft"):
+            d, se, _ = paired(finals[control], finals[method])
+            row["vs_sft_points"], row["vs_sft_stderr_points"], row["vs_sft_method"] = 100 * d, 100 * se, control
     table = to_table(rows)
     write_comparison(rows, table, origin, out, summary_dir)
     print(table, flush=True)

@@ -14,6 +14,7 @@ def test_every_method_gets_the_same_steps_and_answers():
     assert "task.ta_samples=4" in budget("grpo_ta", 10, 4, 8) and "task.reward=q" in budget("grpo_q", 10, 4, 8)
     sft = budget("sft", 10, 4, 8)
     assert "trainer.steps=10" in sft and "trainer.prompts_per_step=32" in sft  # P x G reference answers per step
+    assert budget("sft_q", 10, 4, 8) == ["task.reward=q", *sft]  # the same budget on six-option targets
 
 
 def _row(method, before, after, gain, se, vs=None):
@@ -46,10 +47,10 @@ def test_compare_runs_every_method_from_one_start(tmp_path):
     common = ["model=tiny", f"task.train_manifest={data / 'train.jsonl'}", f"task.manifest={data / 'held_out.jsonl'}",
               "rollout.max_new_tokens=6", "trainer.threads=1", "trainer.save_every=0"]
     out, docs = tmp_path / "runs", tmp_path / "docs"
-    result = compare(out, common, ["grpo", "grpo_ta", "grpo_q", "sft"], steps=2, prompts=2, group=2,
+    result = compare(out, common, ["grpo", "grpo_ta", "grpo_q", "sft", "sft_q"], steps=2, prompts=2, group=2,
                      method_sets={"sft": ["trainer.lr=1e-3"]}, summary_dir=docs, origin={"command": "test"})
     rows = result["rows"]
-    assert list(rows) == ["grpo", "grpo_ta", "grpo_q", "sft"]
+    assert list(rows) == ["grpo", "grpo_ta", "grpo_q", "sft", "sft_q"]
     for method, row in rows.items():
         assert row["held_out_clips"] == 4 and row["steps"] == 2 and row["method"] == method
         assert {"before", "after", "gain_points", "gain_stderr_points", "train_wall_s", "overrides", "seed"} <= set(row)
@@ -60,4 +61,8 @@ def test_compare_runs_every_method_from_one_start(tmp_path):
     # The three binary-format methods share one evaluation of the start; GRPO-Q has its own.
     assert rows["grpo"]["before"] == rows["grpo_ta"]["before"] == rows["sft"]["before"]
     assert rows["grpo_q"]["answer_format"] == "six options" and rows["sft"]["answer_format"] == "binary"
+    # Each RL method is paired with the supervised control of its own answer format.
+    assert rows["sft_q"]["answer_format"] == "six options" and rows["sft_q"]["before"] == rows["grpo_q"]["before"]
+    assert [rows[m]["vs_sft_method"] for m in ("grpo", "grpo_ta", "grpo_q")] == ["sft", "sft", "sft_q"]
+    assert "vs_sft_points" not in rows["sft"] and "vs_sft_points" not in rows["sft_q"]
     assert (docs / "table.md").read_text() == result["table"] and (out / "compare.json").exists()
