@@ -224,3 +224,13 @@ def test_the_six_option_start_is_shipped_with_its_provenance():
     assert os.path.isfile(os.path.join(shipped, "model.safetensors"))
     provenance = json.load(open(os.path.join(shipped, "WARMSTART.json")))
     assert "task.reward=q" in provenance["commands"][1] and provenance["held_out_eval"]["clips"] >= 1000
+
+
+def test_the_mixed_format_start_is_shipped_with_its_provenance():
+    shipped = os.path.join(ROOT, "assets", "tiny-video-authenticity-mix")
+    assert os.path.isfile(os.path.join(shipped, "model.safetensors"))
+    provenance = json.load(open(os.path.join(shipped, "WARMSTART.json")))
+    assert "sft=va_mix" in provenance["commands"][1]
+    # The curriculum it was trained with alternates the two answer formats every step.
+    stages = compose(["task=video_authenticity", "sft=va_mix"]).sft.curriculum
+    assert [s["task"]["reward"] for s in stages[:4]] == ["plain", "q", "plain", "q"] and len(stages) == 200
