@@ -130,7 +130,7 @@ def compare(out: Path, overrides: list[str], methods: list[str], steps: int, pro
         fmt = validate(compose(["task=video_authenticity", *overrides, *own]))[0].task.reward == "q"
         summary, starts[fmt], after_eps = measure("sft" if method.startswith("sft") else "grpo", out / method,
                                                   [*overrides, *own], origin, starts.get(fmt))
-        summary["method_overrides"] = own
+        summary["method"], summary["method_overrides"] = method, own  # the row's name is the name asked for
         summary["budget"] = {"optimizer_steps": steps, "clips_per_step": prompts, "answers_per_clip": group,
                              "answers_trained_on": steps * prompts * group}
         rows[method], finals[method] = summary, per_clip(after_eps)
