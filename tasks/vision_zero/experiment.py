@@ -150,6 +150,15 @@ def paired(before: list[float], after: list[float]) -> dict:
             "gain_points": 100 * d, "gain_stderr_points": 100 * sd}
 
 
+def training_overrides(method: str, overrides: list[str], train_only: list[str], start: str, run_dir: Path,
+                       seed: int) -> list[str]:
+    """The training run's overrides. The supervised control (`sft`) trains on scripted clue prompts unless
+    `train_only` names another `task.scripted` (later overrides win, so the user's comes after the default)."""
+    control = ["task.scripted=clue", "sft.eval_examples=0", "trainer.eval_every=0"] if method == "sft" else []
+    return BASE + overrides + control + train_only + [f"model.path={start}", f"trainer.output_dir={run_dir}",
+                                                      f"trainer.seed={seed}", "trainer.overwrite=true"]
+
+
 def learn(out: Path, overrides: list[str], train_only: list[str], n_eval: int, n_games: int, n_probe: int,
           method: str, start: str, seed: int) -> dict:
     t0 = time.perf_counter()
@@ -158,20 +167,13 @@ def learn(out: Path, overrides: list[str], train_only: list[str], n_eval: int, n
     probe_before = probe(start, overrides, n_probe)
     t_eval = time.perf_counter() - t0
     run_dir = out / method
-    train_overrides = BASE + overrides + train_only + [f"model.path={start}", f"trainer.output_dir={run_dir}",
-                                                       f"trainer.seed={seed}", "trainer.overwrite=true"]
     t1 = time.perf_counter()
+    cfg, task = validate(compose(training_overrides(method, overrides, train_only, start, run_dir, seed)))
     if method == "spo":
         from vlrl.train import run
-
-        cfg, task = validate(compose(train_overrides))
-        run(cfg, task)
     else:
-        from vlrl.sft import run as sft_run
-
-        cfg, task = validate(compose(train_overrides + ["task.scripted=clue", "sft.eval_examples=0",
-                                                        "trainer.eval_every=0"]))
-        sft_run(cfg, task)
+        from vlrl.sft import run
+    run(cfg, task)
     t_train = time.perf_counter() - t1
     final = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
     dec_after, rep_after = held_out_games(str(final), overrides, n_eval, scripted=True)
@@ -204,12 +206,13 @@ def main() -> None:
     parser.add_argument("--train", action="append", default=[], help="an override for the training run only")
     parser.add_argument("--summary", type=Path, default=None)
     args, overrides = parser.parse_known_args(argv)
+    origin = provenance(argv)  # at start-up: the commit of the code that runs, not of the tree at the end
     if args.cmd == "speed":
         result = speed(overrides, args.games)
     else:
         result = learn(args.out, overrides, args.train, args.eval, args.games_played, args.probe, args.method,
                        args.start, args.seed)
-    result.update(provenance(argv))
+    result.update(origin)
     _write(result, args.summary, None if args.cmd == "speed" else args.out / f"summary_{args.method}.json")
     print(json.dumps({k: v for k, v in result.items() if not isinstance(v, (dict, list))}, indent=1))
 

@@ -4,7 +4,7 @@ import pytest
 
 from tasks.vision_zero import Config
 from tasks.vision_zero.env import make_pair
-from tasks.vision_zero.experiment import paired, probe_items
+from tasks.vision_zero.experiment import paired, probe_items, training_overrides
 
 
 def test_probe_answers_are_the_queried_cells_objects():
@@ -26,3 +26,14 @@ def test_paired_golden():
     assert out["before"] == 0.5 and out["after"] == 0.75
     assert out["gain_points"] == pytest.approx(25.0)
     assert out["gain_stderr_points"] == pytest.approx(25.0)  # diffs [1, 0, 0, 0]: sd 0.5, / sqrt(4)
+
+
+def test_the_supervised_control_trains_on_clues_unless_told_otherwise(tmp_path):
+    from vlrl.config import compose
+
+    default = compose(training_overrides("sft", [], [], "assets/tiny-vision-zero", tmp_path, 0))
+    assert default.task.scripted == "clue" and default.sft.eval_examples == 0
+    chosen = compose(training_overrides("sft", [], ["task.scripted=decision"], "assets/tiny-vision-zero", tmp_path, 0))
+    assert chosen.task.scripted == "decision"  # the user's training override is not silently replaced
+    spo = compose(training_overrides("spo", [], [], "assets/tiny-vision-zero", tmp_path, 3))
+    assert spo.task.scripted == "off" and spo.trainer.seed == 3
