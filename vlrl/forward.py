@@ -138,7 +138,9 @@ def _finish(processor, rows: list[Row], logits: torch.Tensor, tokens: torch.Tens
             allowed[i, :shift] = True  # padding columns stay finite
         mask_disallowed(logits, allowed)
     mask = right_aligned([[1.0] * len(r.response_ids) for r in rows], width).to(device)
-    logp = token_logprobs(logits.float(), tokens, temperature)
+    # A padding column can hold a banned token (an image placeholder of a short prompt's tail): its -inf log-prob
+    # would turn every `(logp * mask).sum()` into NaN, so padding columns are 0, not just masked.
+    logp = token_logprobs(logits.float(), tokens, temperature).masked_fill(mask == 0, 0.0)
     if not with_entropy:
         return logp, mask
     with torch.no_grad():

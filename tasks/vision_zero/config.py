@@ -10,6 +10,7 @@ DECISIONS = ("observer", "vote")
 SCHEDULES = ("fixed", "adaptive")
 LANGUAGES = ("grounded", "free")
 PAIRS = ("grid", "chart", "clevr")
+SCRIPTED = ("off", "clue", "decision", "mixed", "verify", "describe")
 
 
 def _bad(field: str, value, why: str) -> ValueError:
@@ -44,7 +45,9 @@ class Config:
     alarm_threshold: float = opt(0.9, "collapse alarm: raised when one side wins more than this share of the window")
     viewer_every: int = opt(10, "write DIR/games/step_N.html (one game per page) every N steps; 0 = never")
     scripted: str = opt("off", "warm start only (vlrl/sft.py): reset(seed) returns a mid-game clue | decision | mixed "
-                        "(half each) prompt with a scripted history and its reference answer; off = real games")
+                        "(half each) prompt with a scripted history and its reference answer, a verify prompt "
+                        "(is this phrase true of the image? yes / no) or a describe prompt (every object); "
+                        "off = real games")
     eval_examples: int = opt(200, "held-out games (eval seeds 0..N-1)")
 
     def __post_init__(self):
@@ -67,7 +70,7 @@ class Config:
             ("alarm_window", self.alarm_window >= 1, "at least 1"),
             ("alarm_threshold", 0.5 <= self.alarm_threshold <= 1, "in [0.5, 1]"),
             ("viewer_every", self.viewer_every >= 0, ">= 0"),
-            ("scripted", self.scripted in ("off", "clue", "decision", "mixed"), "off | clue | decision | mixed"),
+            ("scripted", self.scripted in SCRIPTED, " | ".join(SCRIPTED)),
             ("eval_examples", self.eval_examples >= 0, ">= 0"),
         ]
         for field, ok, why in checks:

@@ -16,9 +16,9 @@ import random
 import numpy as np
 from PIL import Image
 
-from rewards.vision_zero import NA, PLAYER_BASE, check_clue, clue_rewards, score_decision, votes_received
+from rewards.vision_zero import NA, PLAYER_BASE, boxed_contents, check_clue, normalise_clue, clue_rewards, score_decision, votes_received
 from tasks.vision_zero.config import Config
-from tasks.vision_zero.language import phrases, reference_decision
+from tasks.vision_zero.language import description, phrases, reference_decision
 from tasks.vision_zero.pairs import Pair
 from vlrl.episode import Observation, StepResult
 
@@ -68,6 +68,26 @@ def clue_prompt(cfg: Config, player: int, spy: int, clues: list[dict]) -> str:
             f"{CLUE_ASK[cfg.clue_language]}")
 
 
+def verify_prompt(clue: str) -> str:
+    return (f"Is this statement true of the image? {clue}\nAnswer \\boxed{{yes}} or \\boxed{{no}}.")
+
+
+DESCRIBE_ASK = "Describe the whole image: every object, in order, separated by ; inside one \\boxed{}."
+
+
+def described(text: str) -> list[str]:
+    """The phrases of a description answer (one box, split at ";", normalised); [] without exactly one box."""
+    boxes = boxed_contents(text)
+    return [normalise_clue(p) for p in boxes[0].split(";") if p.strip()] if len(boxes) == 1 else []
+
+
+def verify_choice(text: str) -> bool | None:
+    """True for one box holding "yes", False for "no", None otherwise (malformed: counted as wrong)."""
+    boxes = boxed_contents(text)
+    answer = normalise_clue(boxes[0]) if len(boxes) == 1 else None
+    return {"yes": True, "no": False}.get(answer)
+
+
 def decision_prompt(cfg: Config, clues: list[dict], voter: int | None) -> str:
     who = ("You watch a game of Who is the spy. This is the original image; one player, the spy, saw a changed one."
            if voter is None else f"You are Player {voter + PLAYER_BASE}, a civilian; this is your image.")
@@ -99,7 +119,32 @@ class VisionZeroEnv:
         self.spy = random.Random(f"spy:{self.split}:{seed}").randrange(self.cfg.players)
         self.clues: list[dict] = []
         self.decisions: list[dict] = []
+        if self.cfg.scripted == "verify":
+            return self._verify_observation()
+        if self.cfg.scripted == "describe":
+            return self._describe_observation()
         return self._clue_observation() if self.cfg.scripted == "off" else self._scripted()
+
+    def _verify_observation(self) -> Observation:
+        """Clue verification (a warm-start sub-task, not part of a game): one image of the pair and one phrase
+        in the clue language, true of it or not with even odds. A false phrase is, with even odds, one the
+        other image of the pair makes true (the kind that exposes a spy) or one of another pair's images."""
+        rng = random.Random(f"verify:{self.split}:{self.seed}")
+        modified = rng.random() < 0.5
+        own = phrases(self.pair.record, modified)
+        truth = rng.random() < 0.5
+        if truth:
+            clue = rng.choice(own)
+        else:
+            other = make_pair(self.cfg, self.split, self.seed + 1_000_003).record
+            pools = [phrases(self.pair.record, not modified), phrases(other, False)]
+            rng.shuffle(pools)
+            pool = [p for p in pools[0] if p not in own] or [p for p in pools[1] if p not in own]
+            clue = rng.choice(pool)
+        info = {"stage": "verify", "truth": truth, "clue": clue, "seed": self.seed, "record": self.pair.record,
+                "reference": "\\boxed{yes}" if truth else "\\boxed{no}"}
+        self._verify_truth = truth
+        return _observation(verify_prompt(clue), self.image_of(self.spy if modified else None), "verifier", info)
 
     def _scripted(self) -> Observation:
         """A mid-game prompt with a scripted history and its reference answer in info["reference"] (warm
@@ -133,6 +178,15 @@ class VisionZeroEnv:
             obs.info["reference"] = f"\\boxed{{{said[upto]}}}"
         return obs
 
+    def _describe_observation(self) -> Observation:
+        """Scene description (a warm-start sub-task): one image of the pair, target `language.description`."""
+        modified = random.Random(f"describe:{self.split}:{self.seed}").random() < 0.5
+        target = description(self.pair.record, modified)
+        info = {"stage": "describe", "target": target, "seed": self.seed, "record": self.pair.record,
+                "reference": "\\boxed{" + "; ".join(target) + "}"}
+        self._describe_target = target
+        return _observation(DESCRIBE_ASK, self.image_of(self.spy if modified else None), "describer", info)
+
     # ---- observations
     def image_of(self, player: int | None) -> np.ndarray:
         return self.pair.modified if player == self.spy else self.pair.original
@@ -159,6 +213,17 @@ class VisionZeroEnv:
 
     # ---- steps
     def step(self, text: str) -> StepResult:
+        if self.cfg.scripted == "describe":
+            said, target = described(text), [normalise_clue(p) for p in self._describe_target]
+            right = sum(p in said for p in target) / len(target)
+            exact = float(said == target)
+            return StepResult(None, {"describe": right}, True,
+                              info={"describe": {"correct": right, "exact": exact, "extra": len(set(said) - set(target))}})
+        if self.cfg.scripted == "verify":
+            choice = verify_choice(text)
+            correct = float(choice is not None and choice == self._verify_truth)
+            return StepResult(None, {"verify": correct}, True,
+                              info={"verify": {"correct": correct, "choice": choice, "truth": self._verify_truth}})
         n_clues = self.cfg.players * self.cfg.rounds
         if len(self.clues) < n_clues:
             t = len(self.clues)

@@ -84,6 +84,21 @@ def phrases(record: dict, modified: bool) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def description(record: dict, modified: bool) -> list[str]:
+    """The phrases that together describe one image completely, in scene order: grid "<place> is a <colour>
+    <shape>" per object; chart the item count and every value; CLEVR every object's attributes. A target with
+    one right answer per image (the clue targets have many), so supervised training on it must see the image."""
+    gen = record.get("generator")
+    key = "modified_objects" if modified else "objects"
+    if gen == "grid":
+        return [f"{_place(o['row'], o['col'], record['grid'])} is a {o['colour']} {o['shape']}" for o in record[key]]
+    if gen == "chart":
+        return _chart(record, modified)[:1 + len(record["labels"])]
+    if gen == "clevr":
+        return [f"there is a {o['size']} {o['colour']} {o['material']} {o['shape']}" for o in record[key]]
+    raise ValueError(f"no clue language for pairs of generator {gen!r} (grid, chart, clevr)")
+
+
 def is_true(clue: str, record: dict, modified: bool) -> bool:
     """Is `clue` (normalised as in rewards.vision_zero) one of the image's phrases?"""
     return normalise_clue(clue) in {normalise_clue(p) for p in phrases(record, modified)}

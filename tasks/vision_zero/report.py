@@ -12,6 +12,7 @@ from PIL import Image
 
 from rewards.vision_zero import ACC_CORRECT, CLUE_REASONS, NA, PLAYER_BASE
 from tasks.vision_zero.env import game_of
+from tasks.vision_zero.language import is_true
 
 
 def _mean(xs) -> float:
@@ -25,7 +26,9 @@ def game_stats(games: list[dict]) -> dict[str, float]:
     decision_accuracy: share of decision answers naming the spy; na_rate / invalid_rate: shares that are
     N/A / unparseable; vote_accuracy: share of the cast votes (N/A and invalid excluded) naming the spy;
     caught_rate: games where the spy got strictly the most votes (= civilians' win rate; the spy wins
-    the others); clue_format_rate: well-formed clues; clue_fail/<reason>: failed clues per clue turn.
+    the others); clue_format_rate: well-formed clues; clue_fail/<reason>: failed clues per clue turn;
+    clue_true_rate: clue turns whose clue is a phrase of the speaker's own image in the grounded language
+    (`language.is_true`: how well the players see their image; free-text clues rarely match a phrase).
     """
     decisions = [d for g in games for d in g["decisions"]]
     clues = [c for g in games for c in g["clues"]]
@@ -41,14 +44,44 @@ def game_stats(games: list[dict]) -> dict[str, float]:
         "win_rate/civilian": caught,
         "win_rate/spy": 1.0 - caught if games else float("nan"),
         "clue_format_rate": _mean(float(c["ok"]) for c in clues),
+        "clue_true_rate": _mean(float(c["clue"] is not None and is_true(c["clue"], g["record"], c["player"] == g["spy"]))
+                                for g in games for c in g["clues"]),
     }
     for reason in CLUE_REASONS:
         out[f"clue_fail/{reason}"] = _mean(float(c["reason"] == reason) for c in clues)
     return out
 
 
+def verify_report(episodes) -> dict:
+    """Report of clue-verification episodes (`task.scripted=verify`): overall = share answered correctly."""
+    results = [ep.turns[-1].info["verify"] for ep in episodes if ep.turns and "verify" in ep.turns[-1].info]
+    unfinished = len(episodes) - len(results)
+    return {"overall": _mean(r["correct"] for r in results) if results else 0.0, "count": len(results),
+            "skipped": {"count": unfinished, "reasons": {"unfinished": unfinished} if unfinished else {}},
+            "breakdown": {"verify_accuracy/true_phrases": _mean(r["correct"] for r in results if r["truth"]),
+                          "verify_accuracy/false_phrases": _mean(r["correct"] for r in results if not r["truth"]),
+                          "yes_rate": _mean(float(r["choice"] is True) for r in results),
+                          "invalid_rate": _mean(float(r["choice"] is None) for r in results)}}
+
+
+def describe_report(episodes) -> dict:
+    """Report of scene-description episodes (`task.scripted=describe`): overall = mean share of the image's
+    description phrases the answer contains."""
+    results = [ep.turns[-1].info["describe"] for ep in episodes if ep.turns and "describe" in ep.turns[-1].info]
+    unfinished = len(episodes) - len(results)
+    return {"overall": _mean(r["correct"] for r in results) if results else 0.0, "count": len(results),
+            "skipped": {"count": unfinished, "reasons": {"unfinished": unfinished} if unfinished else {}},
+            "breakdown": {"exact_rate": _mean(r["exact"] for r in results),
+                          "extra_phrases_per_answer": _mean(r["extra"] for r in results)}}
+
+
 def report(episodes, cfg) -> dict:
-    """Evaluation report: overall = decision accuracy over all decision answers of the finished games."""
+    """Evaluation report: overall = decision accuracy over all decision answers of the finished games
+    (clue-verification episodes, `task.scripted=verify`: `verify_report`)."""
+    if cfg.scripted == "verify":
+        return verify_report(episodes)
+    if cfg.scripted == "describe":
+        return describe_report(episodes)
     games = [g for g in (game_of(ep) for ep in episodes) if g is not None]
     stats = game_stats(games)
     unfinished = len(episodes) - len(games)

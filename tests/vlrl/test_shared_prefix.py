@@ -243,3 +243,15 @@ def test_two_seeded_training_steps_log_the_same_with_the_switch_on_and_off(tmp_p
         assert a["reward/mean"] == pytest.approx(b["reward/mean"], rel=1e-4)
         assert a["grad_norm"] > 0 and a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-4)
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-4, abs=1e-6)  # on-policy loss is ~0: rounding
+
+
+def test_padding_columns_are_zero_not_minus_inf(policy):
+    """A short response beside a long one: its padding columns reach back into the prompt's image placeholders
+    (banned tokens, -inf); a masked sum must stay finite in both forwards (it was NaN before)."""
+    model, processor = policy
+    obs = _image_obs((56, 56), (200, 30, 30), "hi")
+    rows = [Row(obs, [12, 13]), Row(obs, list(range(20, 80)))]
+    for shared in (False, True):
+        logp, mask = response_logprobs(model, processor, rows, shared_prefix=shared)
+        assert torch.isfinite(logp).all() and (logp[mask == 0] == 0).all()
+        assert torch.isfinite((logp * mask).sum())

@@ -182,3 +182,56 @@ def test_train_cli_one_step_writes_metrics(tmp_path):
     rec = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert rec["game/games"] == 2.0 and "role/spy/baseline" in rec and "game/collapse_alarm" in rec
     assert (out / "games" / "step_0000001.html").exists()
+
+
+def test_clue_true_rate_counts_clues_true_of_the_speakers_own_image():
+    cfg = Config(players=3, rounds=1, observer_samples=1)
+    eps, _ = play(cfg, [0, 1])
+    assert report(eps, cfg)["breakdown"]["clue_true_rate"] == 1.0
+    wrong, _ = play(cfg, [0, 1], answer=lambda o, j: truthful(o, j) if o.info["stage"] == "decision"
+                    else "\\boxed{there is a purple hexagon}")
+    assert report(wrong, cfg)["breakdown"]["clue_true_rate"] == 0.0
+
+
+def test_verify_prompts_are_balanced_and_scored_against_the_shown_image():
+    cfg = Config(scripted="verify")
+    truths = []
+    for seed in range(60):
+        env = make_env(cfg, "train")
+        obs = env.reset(seed)
+        info = obs.info
+        shown_modified = obs.images[0].tobytes() != env.pair.original.tobytes()
+        assert obs.role == "verifier" and is_true(info["clue"], info["record"], shown_modified) == info["truth"]
+        assert info["reference"] == ("\\boxed{yes}" if info["truth"] else "\\boxed{no}")
+        truths.append(info["truth"])
+        result = env.step(info["reference"])
+        assert result.done and result.rewards["verify"] == 1.0
+    assert 20 < sum(truths) < 40  # even odds, not all one answer
+
+    def answer(o, j):
+        return "\\boxed{yes}" if o.info["seed"] % 2 else "\\boxed{maybe}"
+
+    eps = run_episodes(ScriptEngine(answer), lambda: make_env(cfg, "eval"), list(range(8)), 1, 1)
+    rep = report(eps, cfg)
+    expected = sum(e.turns[-1].info["verify"]["truth"] for e in eps if e.turns[0].observation.info["seed"] % 2) / 8
+    assert rep["count"] == 8 and rep["overall"] == pytest.approx(expected)
+    assert rep["breakdown"]["invalid_rate"] == 0.5 and rep["breakdown"]["yes_rate"] == 0.5
+
+
+def test_describe_prompts_have_one_right_answer_and_partial_credit():
+    from tasks.vision_zero.language import description
+
+    cfg = Config(scripted="describe")
+    env = make_env(cfg, "eval")
+    obs = env.reset(5)
+    target = obs.info["target"]
+    shown_modified = obs.images[0].tobytes() != env.pair.original.tobytes()
+    assert target == description(obs.info["record"], shown_modified) and len(target) >= 2
+    assert all(is_true(p, obs.info["record"], shown_modified) for p in target)
+    assert env.step(obs.info["reference"]).info["describe"] == {"correct": 1.0, "exact": 1.0, "extra": 0}
+    env.reset(5)
+    half = env.step("\\boxed{" + target[0] + "; there is a purple hexagon}").info["describe"]
+    assert half == {"correct": pytest.approx(1 / len(target)), "exact": 0.0, "extra": 1}
+    assert env.reset(5) and env.step("no box").info["describe"]["correct"] == 0.0
+    eps = run_episodes(ScriptEngine(lambda o, j: o.info["reference"]), lambda: make_env(cfg, "eval"), [0, 1, 2], 1, 1)
+    assert report(eps, cfg)["overall"] == 1.0 and report(eps, cfg)["breakdown"]["exact_rate"] == 1.0
