@@ -37,7 +37,7 @@ from vlrl.parallel import DataParallel, Strategy
 from vlrl.rollout import make_engine
 from vlrl.progress import SFT_KEYS, progress_line, run_summary, show_bar
 from vlrl.skips import SkipBudget, count_skip, skip_metrics
-from vlrl.train import evaluate_policy, out_of_time, prompt_seeds, step_seed
+from vlrl.train import eval_metrics, evaluate_policy, out_of_time, prompt_seeds, step_seed
 from vlrl.trainer import global_sum, start_run
 
 
@@ -167,7 +167,7 @@ def run(cfg: Config, task) -> dict:
                 eval_cfg = dataclasses.replace(cfg, task=task_cfg)
                 with r.strategy.autocast():
                     report, _ = evaluate_policy(engine, task, eval_cfg, cfg.sft.eval_examples, cfg.eval.batch_size)
-                metrics.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
+                metrics.update(eval_metrics(report))
             if done % cfg.trainer.log_every == 0 or "eval/overall" in metrics:
                 logger.log(done, metrics)
             if cfg.trainer.samples_every and done % cfg.trainer.samples_every == 0 and rows:

@@ -120,6 +120,16 @@ def evaluate_policy(engine, task, cfg: Config, n: int, batch_size: int) -> tuple
     return task.report(episodes, cfg.task, skipped=skipped_report(stats)), episodes
 
 
+def eval_metrics(report: dict) -> dict[str, float]:
+    """A task report as log metrics: eval/overall, eval/count, eval/skipped and every number of its breakdown
+    (eval/<key>), so a curve of e.g. the N/A rate is in metrics.jsonl, not only the headline."""
+    out = {f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))}
+    out["eval/skipped"] = report.get("skipped", {}).get("count", 0)
+    out.update({f"eval/{k}": v for k, v in report.get("breakdown", {}).items()
+                if isinstance(v, (int, float)) and f"eval/{k}" not in out})
+    return out
+
+
 def run(cfg: Config, task) -> dict:
     r = start_run(cfg, cfg.trainer.steps * cfg.algo.num_iterations, can_shard=True)
     accelerator, rank, world, main = r.accelerator, r.rank, r.world, r.main
@@ -259,7 +269,7 @@ def run(cfg: Config, task) -> dict:
             if cfg.trainer.eval_every and done % cfg.trainer.eval_every == 0 and cfg.trainer.eval_examples:
                 with strategy.gathered(model), strategy.autocast():
                     report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
-                metrics.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
+                metrics.update(eval_metrics(report))
             if done % cfg.trainer.log_every == 0 or done == cfg.trainer.steps:
                 logger.log(done, metrics)
             if cfg.trainer.samples_every and done % cfg.trainer.samples_every == 0:
@@ -283,8 +293,8 @@ def run(cfg: Config, task) -> dict:
     if cfg.trainer.eval_examples and not cfg.trainer.eval_every:
         with strategy.gathered(model), strategy.autocast():
             report, _ = evaluate_policy(engine, task, cfg, cfg.trainer.eval_examples, cfg.eval.batch_size)
-        last.update({f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
-        logger.log(final, {f"eval/{k}": v for k, v in report.items() if isinstance(v, (int, float))})
+        last.update(eval_metrics(report))
+        logger.log(final, eval_metrics(report))
     if final > start or resume_from is None:
         save(final)
     logger.close()

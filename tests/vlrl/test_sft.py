@@ -62,3 +62,11 @@ def test_sft_refuses_rl_only_trainer_settings(tmp_path, override, field):
     with pytest.raises(ValueError, match=field.replace(".", r"\.")):
         run(cfg, task)
     assert not (tmp_path / "never").exists()
+
+
+def test_eval_metrics_log_the_breakdown_beside_the_headline():
+    from vlrl.train import eval_metrics
+
+    report = {"overall": 0.4, "count": 10, "skipped": {"count": 2, "reasons": {"bad": 2}},
+              "breakdown": {"na_rate": 0.3, "overall": 9.0, "by_kind": {"a": 1.0}}}
+    assert eval_metrics(report) == {"eval/overall": 0.4, "eval/count": 10, "eval/skipped": 2, "eval/na_rate": 0.3}
