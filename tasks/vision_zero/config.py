@@ -26,6 +26,8 @@ class Config:
     decision: str = opt("observer", "decision stage: observer (original image + all clues, sampled "
                         "observer_samples times) | vote (every civilian votes once)")
     observer_samples: int = opt(4, "G: samples of the observer's decision prompt (one batched call)")
+    check_clues: bool = opt(False, "decision prompts ask to check every clue before the boxed answer (\"2: top left is "
+                            "a red circle no; ...\"); the warm start's decision targets then carry those checks")
     schedule: str = opt("fixed", "Iterative-SPO: fixed (decision when step % (2 cycle) < cycle) | adaptive")
     cycle: int = opt(5, "fixed schedule: L, steps per phase")
     to_clue_accuracy: float = opt(0.9, "adaptive: switch to clue training at this windowed decision accuracy ...")

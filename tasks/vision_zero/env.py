@@ -18,7 +18,7 @@ from PIL import Image
 
 from rewards.vision_zero import NA, PLAYER_BASE, boxed_contents, check_clue, normalise_clue, clue_rewards, score_decision, votes_received
 from tasks.vision_zero.config import Config
-from tasks.vision_zero.language import description, phrases, reference_decision
+from tasks.vision_zero.language import description, is_true, phrases, reference_decision
 from tasks.vision_zero.pairs import Pair
 from vlrl.episode import Observation, StepResult
 
@@ -91,8 +91,16 @@ def verify_choice(text: str) -> bool | None:
 def decision_prompt(cfg: Config, clues: list[dict], voter: int | None) -> str:
     who = ("You watch a game of Who is the spy. This is the original image; one player, the spy, saw a changed one."
            if voter is None else f"You are Player {voter + PLAYER_BASE}, a civilian; this is your image.")
-    return (f"{who}\nClues:\n{clue_lines(clues)}\nWhich player is the spy? Answer \\boxed{{k}} with k from 1 to "
+    check = "Check each clue against the image (player: clue yes/no), then say which" if cfg.check_clues else "Which"
+    return (f"{who}\nClues:\n{clue_lines(clues)}\n{check} player is the spy? Answer \\boxed{{k}} with k from 1 to "
             f"{cfg.players}, or \\boxed{{N/A}} if you cannot tell.")
+
+
+def clue_checks(clues: list[dict], record: dict) -> str:
+    """The checks an observer writes before its answer (`task.check_clues`): "k: clue yes|no" per clue against the
+    original image, "; "-separated; a turn without a clue reads "k: none"."""
+    return "; ".join(f"{c['player'] + PLAYER_BASE}: " + ("none" if c["clue"] is None else
+                     f"{c['clue']} {'yes' if is_true(c['clue'], record, False) else 'no'}") for c in clues)
 
 
 def _observation(text: str, image: np.ndarray, role: str, info: dict, num_samples: int = 1) -> Observation:
@@ -172,7 +180,9 @@ class VisionZeroEnv:
             by_player = [[c["clue"] for c in self.clues if c["player"] == j] for j in range(self.cfg.players)]
             ref = reference_decision(by_player, self.pair.record)
             obs = self._decision_observation()
-            obs.info["reference"] = f"\\boxed{{{ref if ref == NA else ref + PLAYER_BASE}}}"
+            answer = f"\\boxed{{{ref if ref == NA else ref + PLAYER_BASE}}}"
+            checks = f"{clue_checks(self.clues, self.pair.record)}. " if self.cfg.check_clues else ""
+            obs.info["reference"] = checks + answer
         else:
             obs = self._clue_observation()
             obs.info["reference"] = f"\\boxed{{{said[upto]}}}"

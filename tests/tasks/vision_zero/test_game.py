@@ -235,3 +235,21 @@ def test_describe_prompts_have_one_right_answer_and_partial_credit():
     assert env.reset(5) and env.step("no box").info["describe"]["correct"] == 0.0
     eps = run_episodes(ScriptEngine(lambda o, j: o.info["reference"]), lambda: make_env(cfg, "eval"), [0, 1, 2], 1, 1)
     assert report(eps, cfg)["overall"] == 1.0 and report(eps, cfg)["breakdown"]["exact_rate"] == 1.0
+
+
+def test_check_clues_targets_check_every_clue_before_the_one_box():
+    cfg = Config(scripted="decision", check_clues=True, grid=2, players=3, rounds=2)
+    for seed in range(12):
+        env = make_env(cfg, "train")
+        obs = env.reset(seed)
+        assert "Check each clue" in obs.messages[0]["content"][1]["text"]
+        checks, answer = obs.info["reference"].rsplit(". ", 1)
+        parts = checks.split("; ")
+        assert len(parts) == 6
+        for part, clue in zip(parts, env.clues):
+            assert part == f"{clue['player'] + 1}: {clue['clue']} {'yes' if is_true(clue['clue'], env.pair.record, False) else 'no'}"
+        by_player = [[c["clue"] for c in env.clues if c["player"] == j] for j in range(3)]
+        ref = reference_decision(by_player, env.pair.record)
+        assert answer == f"\\boxed{{{ref if ref == NA else ref + 1}}}"
+        assert env.step(obs.info["reference"]).info["choice"] == ref  # the checks do not break the one-box parse
+    assert "Check each clue" not in make_env(Config(scripted="decision"), "train").reset(0).messages[0]["content"][1]["text"]
