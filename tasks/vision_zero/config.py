@@ -10,6 +10,7 @@ DECISIONS = ("observer", "vote")
 SCHEDULES = ("fixed", "adaptive")
 LANGUAGES = ("grounded", "free")
 PAIRS = ("grid", "chart", "clevr")
+OBSERVER_CHECKS = ("off", "clues", "scene_clues")
 SCRIPTED = ("off", "clue", "decision", "mixed", "verify", "describe")
 
 
@@ -26,8 +27,9 @@ class Config:
     decision: str = opt("observer", "decision stage: observer (original image + all clues, sampled "
                         "observer_samples times) | vote (every civilian votes once)")
     observer_samples: int = opt(4, "G: samples of the observer's decision prompt (one batched call)")
-    check_clues: bool = opt(False, "decision prompts ask to check every clue before the boxed answer (\"2: top left is "
-                            "a red circle no; ...\"); the warm start's decision targets then carry those checks")
+    observer_checks: str = opt("off", "what the observer writes before its boxed answer: off | clues (\"2: top left is a "
+                               "red circle no; ...\" per clue) | scene_clues (first the original image's description, "
+                               "then the clue checks); the warm start's decision targets carry them")
     schedule: str = opt("fixed", "Iterative-SPO: fixed (decision when step % (2 cycle) < cycle) | adaptive")
     cycle: int = opt(5, "fixed schedule: L, steps per phase")
     to_clue_accuracy: float = opt(0.9, "adaptive: switch to clue training at this windowed decision accuracy ...")
@@ -58,6 +60,7 @@ class Config:
             ("rounds", self.rounds >= 1, "at least 1"),
             ("decision", self.decision in DECISIONS, f"one of {DECISIONS}"),
             ("observer_samples", self.observer_samples >= 1, "at least 1"),
+            ("observer_checks", self.observer_checks in OBSERVER_CHECKS, f"one of {OBSERVER_CHECKS}"),
             ("schedule", self.schedule in SCHEDULES, f"one of {SCHEDULES}"),
             ("cycle", self.cycle >= 1, "at least 1"),
             ("switch_window", self.switch_window >= 1, "at least 1"),

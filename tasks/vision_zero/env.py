@@ -91,13 +91,15 @@ def verify_choice(text: str) -> bool | None:
 def decision_prompt(cfg: Config, clues: list[dict], voter: int | None) -> str:
     who = ("You watch a game of Who is the spy. This is the original image; one player, the spy, saw a changed one."
            if voter is None else f"You are Player {voter + PLAYER_BASE}, a civilian; this is your image.")
-    check = "Check each clue against the image (player: clue yes/no), then say which" if cfg.check_clues else "Which"
+    check = {"off": "Which", "clues": "Check each clue against the image (player: clue yes/no), then say which",
+             "scene_clues": "Describe the image, check each clue against it (player: clue yes/no), then say which"}
+    check = check[cfg.observer_checks]
     return (f"{who}\nClues:\n{clue_lines(clues)}\n{check} player is the spy? Answer \\boxed{{k}} with k from 1 to "
             f"{cfg.players}, or \\boxed{{N/A}} if you cannot tell.")
 
 
 def clue_checks(clues: list[dict], record: dict) -> str:
-    """The checks an observer writes before its answer (`task.check_clues`): "k: clue yes|no" per clue against the
+    """The checks an observer writes before its answer (`task.observer_checks`): "k: clue yes|no" per clue against the
     original image, "; "-separated; a turn without a clue reads "k: none"."""
     return "; ".join(f"{c['player'] + PLAYER_BASE}: " + ("none" if c["clue"] is None else
                      f"{c['clue']} {'yes' if is_true(c['clue'], record, False) else 'no'}") for c in clues)
@@ -181,7 +183,9 @@ class VisionZeroEnv:
             ref = reference_decision(by_player, self.pair.record)
             obs = self._decision_observation()
             answer = f"\\boxed{{{ref if ref == NA else ref + PLAYER_BASE}}}"
-            checks = f"{clue_checks(self.clues, self.pair.record)}. " if self.cfg.check_clues else ""
+            checks = {"off": "", "clues": f"{clue_checks(self.clues, self.pair.record)}. ",
+                      "scene_clues": f"{'; '.join(description(self.pair.record, False))}. "
+                                     f"{clue_checks(self.clues, self.pair.record)}. "}[self.cfg.observer_checks]
             obs.info["reference"] = checks + answer
         else:
             obs = self._clue_observation()

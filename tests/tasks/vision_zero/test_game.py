@@ -6,7 +6,7 @@ import pytest
 
 from rewards.vision_zero import NA
 from tasks.vision_zero import Config, make_env, report, required_max_turns, role_schedule, roles, score_episodes
-from tasks.vision_zero.language import false_clues, is_true, phrases, reference_decision
+from tasks.vision_zero.language import description, false_clues, is_true, phrases, reference_decision
 from tasks.vision_zero.pairs.grid import grid_pair
 from tasks.vision_zero.selfplay import alarm
 from vlrl.rollout import run_episodes
@@ -219,7 +219,7 @@ def test_verify_prompts_are_balanced_and_scored_against_the_shown_image():
 
 
 def test_describe_prompts_have_one_right_answer_and_partial_credit():
-    from tasks.vision_zero.language import description
+
 
     cfg = Config(scripted="describe")
     env = make_env(cfg, "eval")
@@ -238,7 +238,7 @@ def test_describe_prompts_have_one_right_answer_and_partial_credit():
 
 
 def test_check_clues_targets_check_every_clue_before_the_one_box():
-    cfg = Config(scripted="decision", check_clues=True, grid=2, players=3, rounds=2)
+    cfg = Config(scripted="decision", observer_checks="clues", grid=2, players=3, rounds=2)
     for seed in range(12):
         env = make_env(cfg, "train")
         obs = env.reset(seed)
@@ -253,3 +253,9 @@ def test_check_clues_targets_check_every_clue_before_the_one_box():
         assert answer == f"\\boxed{{{ref if ref == NA else ref + 1}}}"
         assert env.step(obs.info["reference"]).info["choice"] == ref  # the checks do not break the one-box parse
     assert "Check each clue" not in make_env(Config(scripted="decision"), "train").reset(0).messages[0]["content"][1]["text"]
+    scene = make_env(Config(scripted="decision", observer_checks="scene_clues", grid=2, players=3), "train")
+    obs = scene.reset(1)
+    described, checks, _ = obs.info["reference"].split(". ")
+    assert described == "; ".join(description(scene.pair.record, False)) and checks.count("; ") == 5
+    with pytest.raises(ValueError, match="task.observer_checks"):
+        Config(observer_checks="yes")
