@@ -264,7 +264,8 @@ class VisionZeroEnv:
         turn_rewards = [per_player[c["player"]] - (0.0 if c["ok"] else cfg.clue_format_penalty) for c in self.clues]
         return {"seed": self.seed, "spy": self.spy, "players": cfg.players, "record": self.pair.record,
                 "clues": self.clues, "decisions": self.decisions, "votes": votes, "player_rewards": per_player,
-                "clue_turn_rewards": turn_rewards, "caught": caught(votes, self.spy)}
+                "clue_turn_rewards": turn_rewards, "caught": caught(votes, self.spy),
+                "observer_checks": cfg.observer_checks}
 
 
 def game_of(episode) -> dict | None:

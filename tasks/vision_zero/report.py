@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from rewards.vision_zero import ACC_CORRECT, CLUE_REASONS, NA, PLAYER_BASE
+from rewards.vision_zero import ACC_CORRECT, CLUE_REASONS, NA, PLAYER_BASE, normalise_clue
 from tasks.vision_zero.env import game_of
 from tasks.vision_zero.language import is_true
 
@@ -18,6 +18,29 @@ from tasks.vision_zero.language import is_true
 def _mean(xs) -> float:
     xs = list(xs)
     return sum(xs) / len(xs) if xs else float("nan")
+
+
+def check_results(game: dict) -> list[tuple[bool, bool]]:
+    """(clue true of the original image, observer's check right) for every clue x decision of a game whose
+    decisions carry clue checks (`task.observer_checks`); a check is right when the decision's i-th "k: clue
+    yes|no" names clue i (same player, same normalised phrase) with the right verdict; a decision without them
+    has every check wrong. [] for games played with `observer_checks=off`."""
+    if game.get("observer_checks", "off") == "off":
+        return []
+    out = []
+    for d in game["decisions"]:
+        before_box = d["text"].split("\\boxed")[0].rstrip(" .")
+        checks = before_box.split(". ")[-1].split("; ")
+        for i, c in enumerate(game["clues"]):
+            if c["clue"] is None:
+                continue
+            truth = is_true(c["clue"], game["record"], False)
+            head, _, rest = checks[i].partition(": ") if i < len(checks) else ("", "", "")
+            phrase, _, verdict = rest.rpartition(" ")
+            right = (head == str(c["player"] + PLAYER_BASE) and normalise_clue(phrase) == normalise_clue(c["clue"])
+                     and verdict == ("yes" if truth else "no"))
+            out.append((truth, right))
+    return out
 
 
 def game_stats(games: list[dict]) -> dict[str, float]:
@@ -28,7 +51,9 @@ def game_stats(games: list[dict]) -> dict[str, float]:
     caught_rate: games where the spy got strictly the most votes (= civilians' win rate; the spy wins
     the others); clue_format_rate: well-formed clues; clue_fail/<reason>: failed clues per clue turn;
     clue_true_rate: clue turns whose clue is a phrase of the speaker's own image in the grounded language
-    (`language.is_true`: how well the players see their image; free-text clues rarely match a phrase).
+    (`language.is_true`: how well the players see their image; free-text clues rarely match a phrase);
+    check_accuracy/true_clues, /false_clues: the observer's clue checks that are right (`check_results`), per
+    kind of clue (NaN when the decisions carry no checks).
     """
     decisions = [d for g in games for d in g["decisions"]]
     clues = [c for g in games for c in g["clues"]]
@@ -44,6 +69,8 @@ def game_stats(games: list[dict]) -> dict[str, float]:
         "win_rate/civilian": caught,
         "win_rate/spy": 1.0 - caught if games else float("nan"),
         "clue_format_rate": _mean(float(c["ok"]) for c in clues),
+        "check_accuracy/true_clues": _mean(float(r) for g in games for t, r in check_results(g) if t),
+        "check_accuracy/false_clues": _mean(float(r) for g in games for t, r in check_results(g) if not t),
         "clue_true_rate": _mean(float(c["clue"] is not None and is_true(c["clue"], g["record"], c["player"] == g["spy"]))
                                 for g in games for c in g["clues"]),
     }

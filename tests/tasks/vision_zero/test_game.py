@@ -259,3 +259,23 @@ def test_check_clues_targets_check_every_clue_before_the_one_box():
     assert described == "; ".join(description(scene.pair.record, False)) and checks.count("; ") == 5
     with pytest.raises(ValueError, match="task.observer_checks"):
         Config(observer_checks="yes")
+
+
+def test_check_accuracy_per_kind_of_clue():
+    from tasks.vision_zero.report import check_results
+
+    cfg = Config(scripted="decision", observer_checks="clues", grid=2, players=3, rounds=2, observer_samples=1)
+    eps = run_episodes(ScriptEngine(lambda o, j: o.info["reference"]), lambda: make_env(cfg, "eval"), list(range(20)), 1, 1)
+    games = [e.turns[-1].info["game"] for e in eps]
+    assert all(len(check_results(g)) == 6 for g in games)
+    br = report(eps, cfg)["breakdown"]
+    assert br["check_accuracy/true_clues"] == 1.0 and br["check_accuracy/false_clues"] == 1.0
+    flipped = run_episodes(ScriptEngine(lambda o, j: o.info["reference"].replace(" yes;", " no;")),
+                           lambda: make_env(cfg, "eval"), list(range(20)), 1, 1)
+    br = report(flipped, cfg)["breakdown"]
+    assert br["check_accuracy/true_clues"] < 0.5 and br["check_accuracy/false_clues"] == 1.0
+    bare = run_episodes(ScriptEngine(lambda o, j: "\\boxed{1}"), lambda: make_env(cfg, "eval"), [0, 1], 1, 1)
+    assert report(bare, cfg)["breakdown"]["check_accuracy/true_clues"] == 0.0  # no checks written: all wrong
+    plain = Config(scripted="decision", grid=2, players=3, observer_samples=1)
+    eps = run_episodes(ScriptEngine(lambda o, j: o.info["reference"]), lambda: make_env(plain, "eval"), [0, 1], 1, 1)
+    assert math.isnan(report(eps, plain)["breakdown"]["check_accuracy/false_clues"])
