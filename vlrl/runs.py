@@ -4,7 +4,8 @@ At start (`trainer.output_dir`):
 
 * `trainer.resume=auto` continues the newest checkpoint in the folder only when that checkpoint was written by the
   same kind of run (vlrl/train.py or vlrl/sft.py) with the same `model.path`, `task` and (RL) `algo`; otherwise it
-  stops with the differing fields named. Other settings (steps, learning rate, time budget, ...) may change.
+  stops with the differing fields named. Other settings (steps, learning rate, time budget, ...) may change. A
+  field the checkpoint lacks (added to vlrl since) counts as its default value.
 * A folder that already holds a run (metrics, checkpoints, plots) that this run does not continue is refused,
   unless `trainer.overwrite=true`, which first removes that run's files (only vlrl's own; other files stay).
 """
@@ -49,9 +50,12 @@ def _flat(section, prefix: str) -> dict:
     return out
 
 
-def differences(saved: dict, current: dict, entry_point: str) -> list[str]:
+def differences(saved: dict, current: dict, entry_point: str, defaults: dict | None = None) -> list[str]:
     """The fields that make a checkpoint another run's: model.path, task.*, and algo.* for RL runs.
-    `saved`, `current`: configs as plain dicts (`saved["entry_point"]`, when present: the writer)."""
+    `saved`, `current`: configs as plain dicts (`saved["entry_point"]`, when present: the writer). `defaults`:
+    flat {"task.x": default}: a field the checkpoint lacks (added to vlrl after it was written) counts as its
+    default, so upgrading vlrl does not orphan a run whose new fields keep their defaults."""
+    defaults = defaults or {}
     out = []
     if saved.get("entry_point") not in (None, entry_point):
         out.append(f"entry point: written by vlrl/{saved['entry_point']}.py, this is vlrl/{entry_point}.py")
@@ -61,6 +65,8 @@ def differences(saved: dict, current: dict, entry_point: str) -> list[str]:
     for section in ("task",) + (("algo",) if entry_point == "train" else ()):
         old, new = _flat(saved.get(section, {}), f"{section}."), _flat(current[section], f"{section}.")
         for key in sorted(set(old) | set(new)):
+            if key not in old and key in defaults:
+                old[key] = defaults[key]
             if old.get(key) != new.get(key):
                 out.append(f"{key}: {old.get(key)!r} in the checkpoint, {new.get(key)!r} now")
     return out
@@ -72,7 +78,14 @@ def check_resume(state: dict, checkpoint: Path, cfg, entry_point: str) -> None:
         return  # written before configs were saved with checkpoints: nothing to compare
     saved = OmegaConf.to_container(OmegaConf.create(state["config"]), resolve=True)
     saved["entry_point"] = state.get("entry_point")
-    diff = differences(saved, OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True), entry_point)
+    defaults = {}
+    for section in ("task", "algo"):
+        try:
+            fresh = type(getattr(cfg, section))()  # the section's dataclass with every field at its default
+        except TypeError:
+            continue
+        defaults.update(_flat(OmegaConf.to_container(OmegaConf.structured(fresh), resolve=True), f"{section}."))
+    diff = differences(saved, OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True), entry_point, defaults)
     if diff:
         raise RunFolderError(
             f"trainer.resume=auto: the newest checkpoint {checkpoint} belongs to another run ("

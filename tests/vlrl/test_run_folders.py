@@ -91,3 +91,14 @@ def test_evaluate_names_the_model_and_writes_beside_it(finished, capsys):
     with pytest.raises(SystemExit):
         main(TOY + ["model.path=Qwen/Not-Here-Either", "eval.num_examples=2"])
     assert "eval.output" in capsys.readouterr().err
+
+
+def test_a_field_added_after_the_checkpoint_counts_as_its_default():
+    from vlrl.runs import differences
+
+    saved = {"entry_point": "sft", "model": {"path": "m"}, "task": {"grid": 2}}
+    now = {"model": {"path": "m"}, "task": {"grid": 2, "new_field": "off"}}
+    assert differences(saved, now, "sft", {"task.new_field": "off"}) == []
+    now["task"]["new_field"] = "on"  # set away from its default: another run
+    assert differences(saved, now, "sft", {"task.new_field": "off"}) == ["task.new_field: 'off' in the checkpoint, 'on' now"]
+    assert differences(saved, now, "sft") == ["task.new_field: None in the checkpoint, 'on' now"]
