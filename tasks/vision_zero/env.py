@@ -7,6 +7,9 @@ Turn order of a game (every turn is one Observation with its `role`):
       rollout draws the G samples in one batched call); `vote` mode: each civilian in turn ("voter").
 Rewards at step time: decision turns {"decision": decision_reward}; clue turns {"clue": 0.0}, filled in
 by `score_clues` from the votes once the game is over (the last turn's info["game"] holds everything).
+Warm-start prompts (`task.scripted`, vlrl/sft.py only): a mid-game clue or decision prompt with a scripted history,
+or a one-turn perception sub-task outside any game (`verify`: is this phrase true of the image?; `describe`: every
+object of one image), each with its reference answer in info["reference"].
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import random
 import numpy as np
 from PIL import Image
 
-from rewards.vision_zero import NA, PLAYER_BASE, boxed_contents, check_clue, normalise_clue, clue_rewards, score_decision, votes_received
+from rewards.vision_zero import (NA, PLAYER_BASE, boxed_contents, check_clue, clue_rewards, normalise_clue, score_decision,
+                                 votes_received)
 from tasks.vision_zero.config import Config
 from tasks.vision_zero.language import description, is_true, phrases, reference_decision
 from tasks.vision_zero.pairs import Pair
