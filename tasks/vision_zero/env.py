@@ -151,13 +151,15 @@ class VisionZeroEnv:
             clue = rng.choice(own)
         else:
             other = make_pair(self.cfg, self.split, self.seed + 1_000_003).record
-            pools = [phrases(self.pair.record, not modified), phrases(other, False)]
+            pools = [("pair", phrases(self.pair.record, not modified)), ("other", phrases(other, False))]
             rng.shuffle(pools)
-            pool = [p for p in pools[0] if p not in own] or [p for p in pools[1] if p not in own]
+            kind, pool = next(((k, [p for p in ps if p not in own]) for k, ps in pools if any(p not in own for p in ps)))
             clue = rng.choice(pool)
-        info = {"stage": "verify", "truth": truth, "clue": clue, "seed": self.seed, "record": self.pair.record,
-                "reference": "\\boxed{yes}" if truth else "\\boxed{no}"}
-        self._verify_truth = truth
+        # the kind of a false phrase: "pair" (true of the pair's other image: a spy-exposing difference) or "other"
+        kind = "true" if truth else kind
+        info = {"stage": "verify", "truth": truth, "clue": clue, "kind": kind, "seed": self.seed,
+                "record": self.pair.record, "reference": "\\boxed{yes}" if truth else "\\boxed{no}"}
+        self._verify_truth, self._verify_kind = truth, kind
         return _observation(verify_prompt(clue), self.image_of(self.spy if modified else None), "verifier", info)
 
     def _scripted(self) -> Observation:
@@ -241,7 +243,8 @@ class VisionZeroEnv:
             choice = verify_choice(text)
             correct = float(choice is not None and choice == self._verify_truth)
             return StepResult(None, {"verify": correct}, True,
-                              info={"verify": {"correct": correct, "choice": choice, "truth": self._verify_truth}})
+                              info={"verify": {"correct": correct, "choice": choice, "truth": self._verify_truth,
+                                                "kind": self._verify_kind}})
         n_clues = self.cfg.players * self.cfg.rounds
         if len(self.clues) < n_clues:
             t = len(self.clues)

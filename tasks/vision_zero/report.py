@@ -87,6 +87,9 @@ def verify_report(episodes) -> dict:
             "skipped": {"count": unfinished, "reasons": {"unfinished": unfinished} if unfinished else {}},
             "breakdown": {"verify_accuracy/true_phrases": _mean(r["correct"] for r in results if r["truth"]),
                           "verify_accuracy/false_phrases": _mean(r["correct"] for r in results if not r["truth"]),
+                          "verify_accuracy/false_from_pair": _mean(r["correct"] for r in results if r["kind"] == "pair"),
+                          "verify_accuracy/false_from_other_pair": _mean(r["correct"] for r in results
+                                                                         if r["kind"] == "other"),
                           "yes_rate": _mean(float(r["choice"] is True) for r in results),
                           "invalid_rate": _mean(float(r["choice"] is None) for r in results)}}
 

@@ -203,6 +203,9 @@ def test_verify_prompts_are_balanced_and_scored_against_the_shown_image():
         shown_modified = obs.images[0].tobytes() != env.pair.original.tobytes()
         assert obs.role == "verifier" and is_true(info["clue"], info["record"], shown_modified) == info["truth"]
         assert info["reference"] == ("\\boxed{yes}" if info["truth"] else "\\boxed{no}")
+        if info["kind"] == "pair":  # a false phrase the pair's other image makes true: what exposes a spy
+            assert is_true(info["clue"], info["record"], not shown_modified)
+        assert info["kind"] in (("true",) if info["truth"] else ("pair", "other"))
         truths.append(info["truth"])
         result = env.step(info["reference"])
         assert result.done and result.rewards["verify"] == 1.0
