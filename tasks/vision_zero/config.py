@@ -52,6 +52,8 @@ class Config:
                         "(half each) prompt with a scripted history and its reference answer, a verify prompt "
                         "(is this phrase true of the image? yes / no) or a describe prompt (every object); "
                         "off = real games")
+    verify_look: bool = opt(False, "verify prompts (grid pairs) use position phrases only, and the target first says what "
+                            "is at that place (\"top left is a blue circle.\" or \"... is empty.\") before the box")
     eval_examples: int = opt(200, "held-out games (eval seeds 0..N-1)")
 
     def __post_init__(self):
@@ -81,6 +83,8 @@ class Config:
         for field, ok, why in checks:
             if not ok:
                 raise _bad(field, getattr(self, field), why)
+        if self.verify_look and self.pairs != "grid":
+            raise _bad("verify_look", self.verify_look, "position phrases exist for grid pairs only: task.pairs=grid")
         if self.back_accuracy > self.to_clue_accuracy:
             raise _bad("back_accuracy", self.back_accuracy, "must be <= to_clue_accuracy")
         for field in ("to_clue_accuracy", "max_na_rate", "back_accuracy"):

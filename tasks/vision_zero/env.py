@@ -145,20 +145,25 @@ class VisionZeroEnv:
         other image of the pair makes true (the kind that exposes a spy) or one of another pair's images."""
         rng = random.Random(f"verify:{self.split}:{self.seed}")
         modified = rng.random() < 0.5
-        own = phrases(self.pair.record, modified)
+        forms = description if self.cfg.verify_look else phrases  # verify_look: position phrases only
+        own = forms(self.pair.record, modified)
         truth = rng.random() < 0.5
         if truth:
             clue = rng.choice(own)
         else:
             other = make_pair(self.cfg, self.split, self.seed + 1_000_003).record
-            pools = [("pair", phrases(self.pair.record, not modified)), ("other", phrases(other, False))]
+            pools = [("pair", forms(self.pair.record, not modified)), ("other", forms(other, False))]
             rng.shuffle(pools)
             kind, pool = next(((k, [p for p in ps if p not in own]) for k, ps in pools if any(p not in own for p in ps)))
             clue = rng.choice(pool)
         # the kind of a false phrase: "pair" (true of the pair's other image: a spy-exposing difference) or "other"
         kind = "true" if truth else kind
+        look = ""
+        if self.cfg.verify_look:  # first say what is at the clue's place in the shown image, then compare
+            place = clue.split(" is a ")[0]
+            look = next((p for p in own if p.startswith(place + " is a ")), f"{place} is empty") + ". "
         info = {"stage": "verify", "truth": truth, "clue": clue, "kind": kind, "seed": self.seed,
-                "record": self.pair.record, "reference": "\\boxed{yes}" if truth else "\\boxed{no}"}
+                "record": self.pair.record, "reference": look + ("\\boxed{yes}" if truth else "\\boxed{no}")}
         self._verify_truth, self._verify_kind = truth, kind
         return _observation(verify_prompt(clue), self.image_of(self.spy if modified else None), "verifier", info)
 

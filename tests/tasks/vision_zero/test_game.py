@@ -282,3 +282,23 @@ def test_check_accuracy_per_kind_of_clue():
     plain = Config(scripted="decision", grid=2, players=3, observer_samples=1)
     eps = run_episodes(ScriptEngine(lambda o, j: o.info["reference"]), lambda: make_env(plain, "eval"), [0, 1], 1, 1)
     assert math.isnan(report(eps, plain)["breakdown"]["check_accuracy/false_clues"])
+
+
+def test_verify_look_says_what_is_at_the_place_before_the_box():
+    cfg = Config(scripted="verify", grid=2, verify_look=True)
+    kinds = set()
+    for seed in range(40):
+        env = make_env(cfg, "eval")
+        obs = env.reset(seed)
+        info = obs.info
+        shown_modified = obs.images[0].tobytes() != env.pair.original.tobytes()
+        look, box = info["reference"].split(". ")
+        place = info["clue"].split(" is a ")[0]
+        assert info["clue"].startswith(place + " is a ") and look.startswith(place + " is ")
+        assert look in description(info["record"], shown_modified) or look == f"{place} is empty"
+        assert (look == info["clue"]) == info["truth"] and box == ("\\boxed{yes}" if info["truth"] else "\\boxed{no}")
+        kinds.add(info["kind"])
+        assert env.step(info["reference"]).rewards["verify"] == 1.0
+    assert kinds == {"true", "pair", "other"}
+    with pytest.raises(ValueError, match="task.verify_look"):
+        Config(verify_look=True, pairs="chart")
