@@ -10,7 +10,7 @@ DECISIONS = ("observer", "vote")
 SCHEDULES = ("fixed", "adaptive")
 LANGUAGES = ("grounded", "free")
 PAIRS = ("grid", "chart", "clevr")
-OBSERVER_CHECKS = ("off", "clues", "scene_clues")
+OBSERVER_CHECKS = ("off", "clues", "scene_clues", "look")
 SCRIPTED = ("off", "clue", "decision", "mixed", "verify", "describe")
 
 
@@ -29,7 +29,8 @@ class Config:
     observer_samples: int = opt(4, "G: samples of the observer's decision prompt (one batched call)")
     observer_checks: str = opt("off", "what the observer writes before its boxed answer: off | clues (\"2: top left is a "
                                "red circle no; ...\" per clue) | scene_clues (first the original image's description, "
-                               "then the clue checks); the warm start's decision targets carry them")
+                               "then the clue checks) | look (grid: per clue what is at its place, \"2: top left is a blue circle no\"; "
+                               "scripted clues are then position phrases); the warm start's decision targets carry them")
     schedule: str = opt("fixed", "Iterative-SPO: fixed (decision when step % (2 cycle) < cycle) | adaptive")
     cycle: int = opt(5, "fixed schedule: L, steps per phase")
     to_clue_accuracy: float = opt(0.9, "adaptive: switch to clue training at this windowed decision accuracy ...")
@@ -83,6 +84,8 @@ class Config:
         for field, ok, why in checks:
             if not ok:
                 raise _bad(field, getattr(self, field), why)
+        if self.observer_checks == "look" and self.pairs != "grid":
+            raise _bad("observer_checks", self.observer_checks, "look needs position phrases: task.pairs=grid")
         if self.verify_look and self.pairs != "grid":
             raise _bad("verify_look", self.verify_look, "position phrases exist for grid pairs only: task.pairs=grid")
         if self.back_accuracy > self.to_clue_accuracy:

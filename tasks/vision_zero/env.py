@@ -22,7 +22,7 @@ from PIL import Image
 from rewards.vision_zero import (NA, PLAYER_BASE, boxed_contents, check_clue, clue_rewards, normalise_clue, score_decision,
                                  votes_received)
 from tasks.vision_zero.config import Config
-from tasks.vision_zero.language import description, is_true, phrases, reference_decision
+from tasks.vision_zero.language import description, is_true, look, phrases, reference_decision
 from tasks.vision_zero.pairs import Pair
 from vlrl.episode import Observation, StepResult
 
@@ -96,17 +96,20 @@ def decision_prompt(cfg: Config, clues: list[dict], voter: int | None) -> str:
     who = ("You watch a game of Who is the spy. This is the original image; one player, the spy, saw a changed one."
            if voter is None else f"You are Player {voter + PLAYER_BASE}, a civilian; this is your image.")
     check = {"off": "Which", "clues": "Check each clue against the image (player: clue yes/no), then say which",
-             "scene_clues": "Describe the image, check each clue against it (player: clue yes/no), then say which"}
+             "scene_clues": "Describe the image, check each clue against it (player: clue yes/no), then say which",
+             "look": "For each clue say what is at its place in the image (player: what is there yes/no), then say which"}
     check = check[cfg.observer_checks]
     return (f"{who}\nClues:\n{clue_lines(clues)}\n{check} player is the spy? Answer \\boxed{{k}} with k from 1 to "
             f"{cfg.players}, or \\boxed{{N/A}} if you cannot tell.")
 
 
-def clue_checks(clues: list[dict], record: dict) -> str:
+def clue_checks(clues: list[dict], record: dict, looked: bool = False) -> str:
     """The checks an observer writes before its answer (`task.observer_checks`): "k: clue yes|no" per clue against the
-    original image, "; "-separated; a turn without a clue reads "k: none"."""
+    original image (`looked`: "k: <what is at the clue's place> yes|no"), "; "-separated; a turn without a clue
+    reads "k: none"."""
     return "; ".join(f"{c['player'] + PLAYER_BASE}: " + ("none" if c["clue"] is None else
-                     f"{c['clue']} {'yes' if is_true(c['clue'], record, False) else 'no'}") for c in clues)
+                     f"{look(c['clue'], record) if looked else c['clue']} "
+                     f"{'yes' if is_true(c['clue'], record, False) else 'no'}") for c in clues)
 
 
 def _observation(text: str, image: np.ndarray, role: str, info: dict, num_samples: int = 1) -> Observation:
@@ -175,7 +178,8 @@ class VisionZeroEnv:
         n_clues = self.cfg.players * self.cfg.rounds
         decision = self.cfg.scripted == "decision" or (self.cfg.scripted == "mixed" and rng.random() < 0.5)
         upto = n_clues if decision else rng.randrange(n_clues)
-        own = {False: phrases(self.pair.record, False), True: phrases(self.pair.record, True)}
+        forms = description if self.cfg.observer_checks == "look" else phrases  # look: position phrases only
+        own = {False: forms(self.pair.record, False), True: forms(self.pair.record, True)}
         shared = [p for p in own[True] if p in set(own[False])]
         exposing = [p for p in own[True] if p not in set(own[False])]
         said: list[str] = []
@@ -196,7 +200,8 @@ class VisionZeroEnv:
             answer = f"\\boxed{{{ref if ref == NA else ref + PLAYER_BASE}}}"
             checks = {"off": "", "clues": f"{clue_checks(self.clues, self.pair.record)}. ",
                       "scene_clues": f"{'; '.join(description(self.pair.record, False))}. "
-                                     f"{clue_checks(self.clues, self.pair.record)}. "}[self.cfg.observer_checks]
+                                     f"{clue_checks(self.clues, self.pair.record)}. ",
+                      "look": f"{clue_checks(self.clues, self.pair.record, looked=True)}. "}[self.cfg.observer_checks]
             obs.info["reference"] = checks + answer
         else:
             obs = self._clue_observation()

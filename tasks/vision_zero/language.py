@@ -99,6 +99,18 @@ def description(record: dict, modified: bool) -> list[str]:
     raise ValueError(f"no clue language for pairs of generator {gen!r} (grid, chart, clevr)")
 
 
+def look(clue: str, record: dict, modified: bool = False) -> str:
+    """What is at a grid position clue's place in one image: its description phrase there, or "<place> is empty";
+    any other clue is returned as it is (it names no place to look at)."""
+    place, sep, _ = clue.partition(" is a ")
+    if not sep or record.get("generator") != "grid":
+        return clue
+    n = record["grid"]
+    if place not in {_place(r, c, n) for r in range(n) for c in range(n)}:
+        return clue
+    return next((p for p in description(record, modified) if p.startswith(place + " is a ")), f"{place} is empty")
+
+
 def is_true(clue: str, record: dict, modified: bool) -> bool:
     """Is `clue` (normalised as in rewards.vision_zero) one of the image's phrases?"""
     return normalise_clue(clue) in {normalise_clue(p) for p in phrases(record, modified)}

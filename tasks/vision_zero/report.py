@@ -12,7 +12,7 @@ from PIL import Image
 
 from rewards.vision_zero import ACC_CORRECT, CLUE_REASONS, NA, PLAYER_BASE, normalise_clue
 from tasks.vision_zero.env import game_of
-from tasks.vision_zero.language import is_true
+from tasks.vision_zero.language import is_true, look
 
 
 def _mean(xs) -> float:
@@ -37,7 +37,8 @@ def check_results(game: dict) -> list[tuple[bool, bool]]:
             truth = is_true(c["clue"], game["record"], False)
             head, _, rest = checks[i].partition(": ") if i < len(checks) else ("", "", "")
             phrase, _, verdict = rest.rpartition(" ")
-            right = (head == str(c["player"] + PLAYER_BASE) and normalise_clue(phrase) == normalise_clue(c["clue"])
+            said = look(c["clue"], game["record"]) if game["observer_checks"] == "look" else c["clue"]
+            right = (head == str(c["player"] + PLAYER_BASE) and normalise_clue(phrase) == normalise_clue(said)
                      and verdict == ("yes" if truth else "no"))
             out.append((truth, right))
     return out

@@ -302,3 +302,22 @@ def test_verify_look_says_what_is_at_the_place_before_the_box():
     assert kinds == {"true", "pair", "other"}
     with pytest.raises(ValueError, match="task.verify_look"):
         Config(verify_look=True, pairs="chart")
+
+
+def test_look_checks_say_what_is_at_each_clues_place():
+    from tasks.vision_zero.language import look
+
+    cfg = Config(scripted="decision", observer_checks="look", grid=2, players=3, rounds=1, observer_samples=1)
+    for seed in range(10):
+        env = make_env(cfg, "train")
+        obs = env.reset(seed)
+        checks = obs.info["reference"].rsplit(". ", 1)[0].split("; ")
+        for part, c in zip(checks, env.clues):
+            assert c["clue"] in description(env.pair.record, c["player"] == env.spy)  # position phrases only
+            seen = look(c["clue"], env.pair.record)
+            assert seen in description(env.pair.record, False) or seen.endswith(" is empty")
+            assert part == f"{c['player'] + 1}: {seen} {'yes' if seen == c['clue'] else 'no'}"
+    eps = run_episodes(ScriptEngine(lambda o, j: o.info["reference"]), lambda: make_env(cfg, "eval"), list(range(12)), 1, 1)
+    br = report(eps, cfg)["breakdown"]
+    assert br["check_accuracy/true_clues"] == 1.0 and br["check_accuracy/false_clues"] == 1.0
+    assert look("there is a red circle", env.pair.record) == "there is a red circle"  # names no place
