@@ -55,6 +55,9 @@ class Config:
                         "off = real games")
     verify_look: bool = opt(False, "verify prompts (grid pairs) use position phrases only, and the target first says what "
                             "is at that place (\"top left is a blue circle.\" or \"... is empty.\") before the box")
+    lie_rate: float = opt(0.0, "warm-start decision prompts only: chance that each scripted clue, any player's, is "
+                          "replaced by a phrase false of the original image, so that checks say \"no\" often and "
+                          "copying a clue does not pass for checking it; 0 = only spy clues that expose it are false")
     eval_examples: int = opt(200, "held-out games (eval seeds 0..N-1)")
 
     def __post_init__(self):
@@ -80,6 +83,7 @@ class Config:
             ("viewer_every", self.viewer_every >= 0, ">= 0"),
             ("scripted", self.scripted in SCRIPTED, " | ".join(SCRIPTED)),
             ("eval_examples", self.eval_examples >= 0, ">= 0"),
+            ("lie_rate", 0 <= self.lie_rate <= 1, "in [0, 1]"),
         ]
         for field, ok, why in checks:
             if not ok:
@@ -88,6 +92,8 @@ class Config:
             raise _bad("observer_checks", self.observer_checks, "look needs position phrases: task.pairs=grid")
         if self.verify_look and self.pairs != "grid":
             raise _bad("verify_look", self.verify_look, "position phrases exist for grid pairs only: task.pairs=grid")
+        if self.lie_rate and self.scripted not in ("decision", "mixed"):
+            raise _bad("lie_rate", self.lie_rate, "changes warm-start decision prompts only: task.scripted=decision|mixed")
         if self.back_accuracy > self.to_clue_accuracy:
             raise _bad("back_accuracy", self.back_accuracy, "must be <= to_clue_accuracy")
         for field in ("to_clue_accuracy", "max_na_rate", "back_accuracy"):

@@ -190,6 +190,8 @@ class VisionZeroEnv:
                 pool = (shared if rng.random() < 0.5 else exposing) or pool
             fresh = [p for p in pool if p not in said] or pool
             said.append(rng.choice(fresh))
+        if decision and self.cfg.lie_rate:
+            self._lie(said, forms)
         for t, clue in enumerate(said[:upto]):
             self.clues.append({"player": t % self.cfg.players, "round": t // self.cfg.players,
                                "text": f"\\boxed{{{clue}}}", "clue": clue, "ok": True, "reason": None})
@@ -207,6 +209,20 @@ class VisionZeroEnv:
             obs = self._clue_observation()
             obs.info["reference"] = f"\\boxed{{{said[upto]}}}"
         return obs
+
+    def _lie(self, said: list[str], forms) -> None:
+        """`task.lie_rate`: replace each scripted clue, in place, with that chance by a phrase of the same form that is
+        false of the original image (from the spy's image or another pair's), so that false clues are common in the
+        warm start's decision prompts and a check must look at the image. Its own random stream: lie_rate=0 prompts
+        are unchanged."""
+        rng = random.Random(f"lie:{self.split}:{self.seed}")
+        other = make_pair(self.cfg, self.split, self.seed + 1_000_003).record
+        pool = [p for p in dict.fromkeys(forms(self.pair.record, True) + forms(other, False))
+                if not is_true(p, self.pair.record, False)]
+        for t in range(len(said)):
+            fresh = [p for p in pool if p not in said]
+            if fresh and rng.random() < self.cfg.lie_rate:
+                said[t] = rng.choice(fresh)
 
     def _describe_observation(self) -> Observation:
         """Scene description (a warm-start sub-task): one image of the pair, target `language.description`."""

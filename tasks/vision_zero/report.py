@@ -27,17 +27,16 @@ def check_results(game: dict) -> list[tuple[bool, bool]]:
     has every check wrong. [] for games played with `observer_checks=off`."""
     if game.get("observer_checks", "off") == "off":
         return []
+    expected = [(i, c, is_true(c["clue"], game["record"], False),
+                 look(c["clue"], game["record"]) if game["observer_checks"] == "look" else c["clue"])
+                for i, c in enumerate(game["clues"]) if c["clue"] is not None]
     out = []
     for d in game["decisions"]:
         before_box = d["text"].split("\\boxed")[0].rstrip(" .")
         checks = before_box.split(". ")[-1].split("; ")
-        for i, c in enumerate(game["clues"]):
-            if c["clue"] is None:
-                continue
-            truth = is_true(c["clue"], game["record"], False)
+        for i, c, truth, said in expected:
             head, _, rest = checks[i].partition(": ") if i < len(checks) else ("", "", "")
             phrase, _, verdict = rest.rpartition(" ")
-            said = look(c["clue"], game["record"]) if game["observer_checks"] == "look" else c["clue"]
             right = (head == str(c["player"] + PLAYER_BASE) and normalise_clue(phrase) == normalise_clue(said)
                      and verdict == ("yes" if truth else "no"))
             out.append((truth, right))
@@ -59,6 +58,7 @@ def game_stats(games: list[dict]) -> dict[str, float]:
     decisions = [d for g in games for d in g["decisions"]]
     clues = [c for g in games for c in g["clues"]]
     caught = _mean(float(g["caught"]) for g in games)
+    checked = [r for g in games for r in check_results(g)]
     out = {
         "games": float(len(games)),
         "decision_accuracy": _mean(float(d["acc"] == ACC_CORRECT) for d in decisions),
@@ -70,8 +70,8 @@ def game_stats(games: list[dict]) -> dict[str, float]:
         "win_rate/civilian": caught,
         "win_rate/spy": 1.0 - caught if games else float("nan"),
         "clue_format_rate": _mean(float(c["ok"]) for c in clues),
-        "check_accuracy/true_clues": _mean(float(r) for g in games for t, r in check_results(g) if t),
-        "check_accuracy/false_clues": _mean(float(r) for g in games for t, r in check_results(g) if not t),
+        "check_accuracy/true_clues": _mean(float(r) for t, r in checked if t),
+        "check_accuracy/false_clues": _mean(float(r) for t, r in checked if not t),
         "clue_true_rate": _mean(float(c["clue"] is not None and is_true(c["clue"], g["record"], c["player"] == g["spy"]))
                                 for g in games for c in g["clues"]),
     }

@@ -321,3 +321,31 @@ def test_look_checks_say_what_is_at_each_clues_place():
     br = report(eps, cfg)["breakdown"]
     assert br["check_accuracy/true_clues"] == 1.0 and br["check_accuracy/false_clues"] == 1.0
     assert look("there is a red circle", env.pair.record) == "there is a red circle"  # names no place
+
+
+def test_lie_rate_makes_false_clues_common_and_their_checks_say_no():
+    from tasks.vision_zero.language import is_true, reference_decision
+
+    base = Config(scripted="decision", observer_checks="look", grid=2, players=3, rounds=1, observer_samples=1)
+    lying = Config(scripted="decision", observer_checks="look", grid=2, players=3, rounds=1, observer_samples=1,
+                   lie_rate=0.5)
+    false = {0: 0, 1: 0}
+    for seed in range(60):
+        for key, cfg in ((0, base), (1, lying)):
+            env = make_env(cfg, "train")
+            obs = env.reset(seed)
+            record = env.pair.record
+            wrong = [not is_true(c["clue"], record, False) for c in env.clues]
+            false[key] += sum(wrong)
+            assert all(c["clue"] in description(record, True) + description(record, False) or w
+                       for c, w in zip(env.clues, wrong))
+            checks = obs.info["reference"].rsplit(". ", 1)[0].split("; ")
+            assert [p.endswith(" no") for p in checks] == wrong  # every false clue's check says no
+            by_player = [[c["clue"] for c in env.clues if c["player"] == j] for j in range(3)]
+            ref = reference_decision(by_player, record)
+            assert obs.info["reference"].endswith(f"\\boxed{{{ref if ref == 'N/A' else ref + 1}}}")
+    assert false[0] < 0.25 * 180 and false[1] > 0.45 * 180  # only exposing spy clues vs about half of all clues
+    with pytest.raises(ValueError, match="task.lie_rate"):
+        Config(lie_rate=0.5)  # real games: nothing to lie about, refused rather than ignored
+    with pytest.raises(ValueError, match="task.lie_rate"):
+        Config(scripted="decision", lie_rate=1.5)
