@@ -12,7 +12,7 @@ from PIL import Image
 
 from rewards.vision_zero import ACC_CORRECT, CLUE_REASONS, NA, PLAYER_BASE, normalise_clue
 from tasks.vision_zero.env import game_of
-from tasks.vision_zero.language import is_true, look
+from tasks.vision_zero.language import is_true, look, reference_decision
 
 
 def _mean(xs) -> float:
@@ -43,6 +43,14 @@ def check_results(game: dict) -> list[tuple[bool, bool]]:
     return out
 
 
+def spy_exposed(game: dict) -> bool:
+    """Do the game's clues expose the spy: does an observer who checks every clue against the original image
+    (`language.reference_decision`) name the spy? (Otherwise that observer answers N/A or, misled by a
+    civilian's false clue, names a civilian.)"""
+    by_player = [[c["clue"] for c in game["clues"] if c["player"] == j] for j in range(game["players"])]
+    return reference_decision(by_player, game["record"]) == game["spy"]
+
+
 def game_stats(games: list[dict]) -> dict[str, float]:
     """Numbers over finished games (summaries from `VisionZeroEnv.summary`).
 
@@ -53,12 +61,15 @@ def game_stats(games: list[dict]) -> dict[str, float]:
     clue_true_rate: clue turns whose clue is a phrase of the speaker's own image in the grounded language
     (`language.is_true`: how well the players see their image; free-text clues rarely match a phrase);
     check_accuracy/true_clues, /false_clues: the observer's clue checks that are right (`check_results`), per
-    kind of clue (NaN when the decisions carry no checks).
+    kind of clue (NaN when the decisions carry no checks); exposed_rate: games whose clues expose the spy
+    (`spy_exposed`); decision_accuracy/spy_exposed, /spy_not_exposed: decision accuracy in those games and in the
+    others (a checking observer scores 1 and 0; a guess among N players 1/N in both).
     """
     decisions = [d for g in games for d in g["decisions"]]
     clues = [c for g in games for c in g["clues"]]
     caught = _mean(float(g["caught"]) for g in games)
     checked = [r for g in games for r in check_results(g)]
+    exposed = [spy_exposed(g) for g in games]
     out = {
         "games": float(len(games)),
         "decision_accuracy": _mean(float(d["acc"] == ACC_CORRECT) for d in decisions),
@@ -72,6 +83,11 @@ def game_stats(games: list[dict]) -> dict[str, float]:
         "clue_format_rate": _mean(float(c["ok"]) for c in clues),
         "check_accuracy/true_clues": _mean(float(r) for t, r in checked if t),
         "check_accuracy/false_clues": _mean(float(r) for t, r in checked if not t),
+        "exposed_rate": _mean(float(e) for e in exposed),
+        "decision_accuracy/spy_exposed": _mean(float(d["acc"] == ACC_CORRECT) for g, e in zip(games, exposed)
+                                               for d in g["decisions"] if e),
+        "decision_accuracy/spy_not_exposed": _mean(float(d["acc"] == ACC_CORRECT) for g, e in zip(games, exposed)
+                                                   for d in g["decisions"] if not e),
         "clue_true_rate": _mean(float(c["clue"] is not None and is_true(c["clue"], g["record"], c["player"] == g["spy"]))
                                 for g in games for c in g["clues"]),
     }

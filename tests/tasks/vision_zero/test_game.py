@@ -349,3 +349,18 @@ def test_lie_rate_makes_false_clues_common_and_their_checks_say_no():
         Config(lie_rate=0.5)  # real games: nothing to lie about, refused rather than ignored
     with pytest.raises(ValueError, match="task.lie_rate"):
         Config(scripted="decision", lie_rate=1.5)
+
+
+def test_decision_accuracy_is_split_by_whether_the_clues_expose_the_spy():
+    cfg = Config(scripted="decision", observer_checks="look", grid=2, players=3, rounds=1, observer_samples=1)
+    seeds = list(range(40))
+    checker = report(run_episodes(ScriptEngine(lambda o, j: o.info["reference"]), lambda: make_env(cfg, "eval"),
+                                  seeds, 1, 1), cfg)["breakdown"]
+    assert 0.3 < checker["exposed_rate"] < 0.7  # the scripted spy exposes its difference in about half the games
+    assert checker["decision_accuracy/spy_exposed"] == 1.0 and checker["decision_accuracy/spy_not_exposed"] == 0.0
+    always_1 = report(run_episodes(ScriptEngine(lambda o, j: "\\boxed{1}"), lambda: make_env(cfg, "eval"), seeds, 1, 1),
+                      cfg)["breakdown"]
+    assert always_1["exposed_rate"] == checker["exposed_rate"]
+    spies = [make_env(cfg, "eval") for _ in seeds]
+    first_is_spy = sum(env.reset(s) is not None and env.spy == 0 for env, s in zip(spies, seeds)) / len(seeds)
+    assert math.isclose(always_1["decision_accuracy"], first_is_spy)
