@@ -37,3 +37,22 @@ def test_the_supervised_control_trains_on_clues_unless_told_otherwise(tmp_path):
     assert chosen.task.scripted == "decision"  # the user's training override is not silently replaced
     spo = compose(training_overrides("spo", [], [], "assets/tiny-vision-zero", tmp_path, 3))
     assert spo.task.scripted == "off" and spo.trainer.seed == 3
+
+
+def test_the_look_checks_start_is_shipped_with_provenance_and_checks_clues():
+    import json
+    import os
+
+    from vlrl.config import compose, validate
+    from vlrl.evaluate import evaluate
+
+    shipped = os.path.join(os.path.dirname(__file__), "..", "..", "..", "assets", "tiny-vision-zero-look")
+    provenance = json.load(open(os.path.join(shipped, "WARMSTART.json")))
+    assert len(provenance["commands"]) == 3 and all("task.observer_checks=look" in c for c in provenance["commands"][1:])
+    cfg, task = validate(compose(["task=vision_zero", f"model.path={shipped}", "task.grid=2", "task.players=3",
+                                  "task.rounds=1", "task.observer_samples=1", "task.observer_checks=look",
+                                  "task.scripted=decision", "rollout.max_new_tokens=64", "eval.num_examples=24",
+                                  "task.eval_examples=24", "eval.batch_size=24", "trainer.threads=1"]))
+    breakdown = evaluate(cfg, task, progress=False)[0]["breakdown"]
+    # it looks at each clue's place and says yes to true clues (the shipped start of the decision, not a guesser)
+    assert breakdown["check_accuracy/true_clues"] > 0.8 and breakdown["invalid_rate"] < 0.1
