@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import logging
 import math
 import secrets
 import threading
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--episodes-per-update", type=int, default=2)
     p.add_argument("--window", type=int, default=25, help="episodes per point of the learning curve")
     a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # one line per episode
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     task = TaskConfig(env="Lift", camera="robot0_eye_in_hand", image_size=112, max_steps=100, expert_labels=False,
