@@ -1,6 +1,8 @@
 """Measured VLA-RL on a real robosuite task: evaluate the start -> RL for a time budget -> evaluate.
 
     python -m tasks.robot_manipulation.experiment --out runs/lift_ppo  --eval 50 [Hydra overrides...]
+    python -m tasks.robot_manipulation.experiment --method sft --out runs/lift_bc --eval 50 trainer=sft_tiny \
+        task.demo_path=DEMOS/frames.npz [Hydra overrides...]      # the supervised control: BC (vlrl/sft.py) instead
 
 Both evaluations are greedy, on the same held-out initial states (the eval split's robosuite seeds,
 disjoint from training), so the paired difference per init state measures what RL changed. Writes
@@ -36,7 +38,14 @@ def _stderr(p: float, n: int) -> float:
     return math.sqrt(max(p * (1 - p), 0.0) / max(n, 1))
 
 
-def learn(out: Path, overrides: list[str], n_eval: int) -> dict:
+def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl") -> dict:
+    """Evaluate, train (`rl`: vlrl/train.py; `sft`: vlrl/sft.py), evaluate the final checkpoint; summary.json."""
+    if method == "sft":
+        from vlrl.sft import run as train_run
+    elif method == "rl":
+        train_run = run
+    else:
+        raise ValueError(f"method must be rl or sft, got {method!r}")
     out.mkdir(parents=True, exist_ok=True)
     base = ["task=robot_manipulation"] + overrides
     t0 = time.perf_counter()
@@ -44,7 +53,7 @@ def learn(out: Path, overrides: list[str], n_eval: int) -> dict:
     t_eval0 = time.perf_counter() - t0
     cfg, task = validate(compose(base + [f"trainer.output_dir={out / 'run'}", "trainer.progress=false"]))
     t1 = time.perf_counter()
-    run(cfg, task)
+    train_run(cfg, task)
     train_s = time.perf_counter() - t1
     final = checkpoint.list_checkpoints(str(out / "run"))[-1]
     after, s1 = _eval(base + [f"model.path={final}"], n_eval)
@@ -53,7 +62,8 @@ def learn(out: Path, overrides: list[str], n_eval: int) -> dict:
     se_d = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / max(len(diffs) - 1, 1) / len(diffs))
     p0, p1 = sum(s0) / len(s0), sum(s1) / len(s1)
     summary = {
-        "overrides": overrides, "seed": cfg.trainer.seed, "algo": cfg.algo.name, "held_out_init_states": n_eval,
+        "method": method if method == "sft" else cfg.algo.name, "overrides": overrides, "seed": cfg.trainer.seed,
+        "algo": cfg.algo.name, "held_out_init_states": n_eval,
         "before": {"success_rate": p0, "stderr": _stderr(p0, n_eval), "mean_turns": before.get("mean_turns")},
         "after": {"success_rate": p1, "stderr": _stderr(p1, n_eval), "mean_turns": after.get("mean_turns")},
         "gain_points": 100 * mean_d, "gain_stderr_points": 100 * se_d,
@@ -71,8 +81,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="evaluate -> VLA-RL -> evaluate on held-out init states")
     p.add_argument("--out", required=True)
     p.add_argument("--eval", type=int, default=50, help="held-out init states (eval split seeds 0..N-1)")
+    p.add_argument("--method", choices=["rl", "sft"], default="rl", help="sft: behaviour cloning, the control")
     a, overrides = p.parse_known_args(argv)
-    learn(Path(a.out), overrides, a.eval)
+    learn(Path(a.out), overrides, a.eval, a.method)
 
 
 if __name__ == "__main__":
