@@ -49,14 +49,15 @@ def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl") -> d
     out.mkdir(parents=True, exist_ok=True)
     base = ["task=robot_manipulation"] + overrides
     t0 = time.perf_counter()
-    before, s0 = _eval(base, n_eval)
+    # trainer=sft_tiny requires an output_dir even to evaluate; evaluation writes nothing there
+    before, s0 = _eval(base + [f"trainer.output_dir={out / 'run'}"], n_eval)
     t_eval0 = time.perf_counter() - t0
     cfg, task = validate(compose(base + [f"trainer.output_dir={out / 'run'}", "trainer.progress=false"]))
     t1 = time.perf_counter()
     train_run(cfg, task)
     train_s = time.perf_counter() - t1
     final = checkpoint.list_checkpoints(str(out / "run"))[-1]
-    after, s1 = _eval(base + [f"model.path={final}"], n_eval)
+    after, s1 = _eval(base + [f"trainer.output_dir={out / 'run'}", f"model.path={final}"], n_eval)
     diffs = [b - a for a, b in zip(s0, s1)]
     mean_d = sum(diffs) / len(diffs)
     se_d = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / max(len(diffs) - 1, 1) / len(diffs))
