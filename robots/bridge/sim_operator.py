@@ -27,9 +27,10 @@ import threading
 import time
 
 import numpy as np
+from websockets.exceptions import WebSocketException
 
 from robots.bridge.adapters import SimAdapter
-from robots.bridge.client import BridgeClient
+from robots.bridge.client import AuthError, BridgeClient, BridgeError
 from robots.experts import SPECS, PickPlaceExpert, expert_view
 
 
@@ -55,6 +56,8 @@ class StallOperator:
         self.driving = False  # the expert is producing actions (between its first and its hand-back)
         self.log: list[dict] = []  # one record per takeover: episode, step it began, steps driven, why it ended
         self.stalls: list[dict] = []  # the first stall of each episode, taken over or not (max_takeovers=0: watch only)
+        self.client: BridgeClient | None = None  # the operator connection while serve_forever runs
+        self.reconnects = 0  # connections lost and retried by serve_forever
         self._episode = -1  # the first reset starts episode 0
         self._new_episode()
 
@@ -132,16 +135,36 @@ class StallOperator:
         return a
 
     # ---- operator client (its own thread) --------------------------------------------------------------------
-    def serve_forever(self, uri: str, token: str, stop: threading.Event, poll_s: float = 0.01) -> None:
-        """Connect as the operator and mirror `want` onto the server's takeover flag until `stop` is set."""
-        with BridgeClient(uri, token, role="operator") as op:
-            on = False
-            while not stop.is_set():
-                if self.want != on:
-                    on = self.want
-                    reply = op.takeover(on)
-                    if reply.get("type") != "ack":
-                        raise RuntimeError(f"the bridge refused takeover={on}: {reply}")
-                time.sleep(poll_s)
-            if on:
-                op.takeover(False)
+    def serve_forever(self, uri: str, token: str, stop: threading.Event, poll_s: float = 0.01,
+                      reconnect_attempts: int = 5, reconnect_wait_s: float = 0.5) -> None:
+        """Connect as the operator and mirror `want` onto the server's takeover flag until `stop` is set.
+
+        A dropped connection is reconnected (up to `reconnect_attempts` failures in a row; a refused token is never
+        retried) and `want` is sent again at once: an operator that silently went away would leave stalls logged as
+        takeovers that never happened."""
+        failures = 0
+        while not stop.is_set():
+            try:
+                with BridgeClient(uri, token, role="operator") as op:
+                    self.client, failures = op, 0
+                    on = None  # unknown after a (re)connect: send the current wish
+                    while not stop.is_set():
+                        if self.want != on:
+                            on = self.want
+                            reply = op.takeover(on)
+                            if reply.get("type") != "ack":
+                                raise RuntimeError(f"the bridge refused takeover={on}: {reply}")
+                        time.sleep(poll_s)
+                    if on:
+                        op.takeover(False)
+                    return
+            except AuthError as e:
+                if e.code != "busy":
+                    raise
+                failures += 1
+            except (BridgeError, OSError, WebSocketException):
+                failures += 1
+            self.reconnects += 1
+            if failures > reconnect_attempts:
+                raise RuntimeError(f"operator: the bridge at {uri} is unreachable after {failures} attempts")
+            time.sleep(reconnect_wait_s)

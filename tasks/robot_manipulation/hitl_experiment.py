@@ -84,6 +84,9 @@ def run_session(cfg: SessionConfig, arm: str, minutes: float) -> tuple[dict, lis
     timer.start()
     try:
         summary = session.run()
+        # an operator that died mid-run leaves takeovers asked for and never carried out: say so in the summary
+        summary["operator_alive_at_end"] = None if op_thread is None else op_thread.is_alive()
+        summary["operator_reconnects"] = watcher.reconnects
     finally:
         timer.cancel()
         stop_op.set()

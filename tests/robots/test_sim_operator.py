@@ -1,6 +1,7 @@
 """The scripted stall-takeover operator (robots/bridge/sim_operator.py) on a point-arm fake simulator: the stall rule,
 the expert drive and its hand-back, the episode bookkeeping, and a takeover through a real authenticated bridge."""
 
+import socket
 import threading
 import time
 
@@ -147,7 +148,7 @@ def test_bad_settings_are_refused_with_their_values():
 
 
 @pytest.mark.timeout(120)
-def test_a_stall_is_taken_over_and_handed_back_through_the_authenticated_bridge():
+def test_a_stall_is_taken_over_and_handed_back_through_the_authenticated_bridge_after_a_dropped_connection():
     op = StallOperator(SimAdapter(PointArm), "Lift", window=5, min_step=5, max_drive_steps=60)
     server = ServerThread(BridgeServer(op, BridgeConfig(port=0, watchdog_s=5.0), token=TOKEN, teleop=op))
     server.start()
@@ -155,6 +156,10 @@ def test_a_stall_is_taken_over_and_handed_back_through_the_authenticated_bridge(
     op_thread = threading.Thread(target=op.serve_forever, args=(server.uri(), TOKEN, stop), daemon=True)
     op_thread.start()
     try:
+        deadline = time.monotonic() + 30
+        while op.client is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        op.client.ws.socket.shutdown(socket.SHUT_RDWR)  # the operator's cable is cut before the policy starts
         with BridgeClient(server.uri(), TOKEN, role="policy") as policy:
             assert policy.reset(seed=0)["type"] == "obs"
             replies, deadline = [], time.monotonic() + 60
@@ -173,3 +178,4 @@ def test_a_stall_is_taken_over_and_handed_back_through_the_authenticated_bridge(
     assert replies[:5] == ["obs"] * 5 and "takeover" in replies and replies[-1] == "obs"
     assert op.log and op.log[0]["ended"] == "lift" and len(human) == op.log[0]["driven"]
     assert human[-1]["action"][6] > 0  # the expert handed back holding the gripper closed
+    assert op.reconnects == 1  # the cut connection was replaced, and the takeover above went through it

@@ -33,6 +33,7 @@ def test_a_tiny_takeover_session_writes_its_summary(tmp_path):
     assert s["method"] == "bridge_session_takeover" and s["held_out_init_states"] == 1
     assert s["episodes_run"] == 2 and len(s["curve"]) == 2 and len(s["episode_outcomes"]) == 2
     assert s["session"]["episodes"] == 2 and s["session"]["updates"] >= 1
+    assert s["session"]["operator_alive_at_end"] is True and s["session"]["operator_reconnects"] == 0
     for e, point in zip(s["episode_outcomes"], s["curve"]):
         assert point["success"] == float(e["success"]) and point["takeover_rate"] == float(e["human_turns"] > 0)
     # the operator takes over at the first stall of an episode (allowance 1): the two logs agree
