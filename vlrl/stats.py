@@ -1,4 +1,5 @@
-"""The few statistics every report and experiment summary uses: binomial and sample standard errors."""
+"""The few statistics every report and experiment summary uses: binomial and sample standard errors, and the
+paired gain of an after-vs-before evaluation on the same items."""
 
 from __future__ import annotations
 
@@ -26,3 +27,13 @@ def mean_stderr(xs: Sequence[float]) -> tuple[float, float]:
         return math.nan, math.nan
     m = sum(xs) / n
     return m, math.sqrt(sum((x - m) ** 2 for x in xs) / max(n - 1, 1) / n)
+
+
+def paired_gain(before: Sequence[float], after: Sequence[float]) -> tuple[float, float]:
+    """before, after: [N] per-item scores of the same N items, in the same order -> (mean of after - before,
+    its standard error), in the scores' units. Pairing removes the between-item variance that two independent
+    standard errors would count twice. N = 1 gives a standard error of 0."""
+    if len(before) != len(after) or not before:
+        raise ValueError(f"paired_gain: need two equally long, non-empty lists of per-item scores, "
+                         f"got {len(before)} before and {len(after)} after")
+    return mean_stderr([a - b for b, a in zip(before, after)])

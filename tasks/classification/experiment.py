@@ -31,7 +31,7 @@ from vlrl.config import compose, validate
 from vlrl.evaluate import evaluate, write_report
 from vlrl.sft import run as sft_run
 from vlrl.train import run as grpo_run
-from vlrl.stats import mean_stderr
+from vlrl.stats import paired_gain
 
 BASE = ["task=classification"]
 METHODS = ("cls_rl", "no_thinking", "sft")
@@ -42,15 +42,6 @@ REPORT_KEYS = ("overall", "stderr", "base", "new", "harmonic_mean", "mean_respon
 def provenance(argv: list[str] | None = None) -> dict:
     """The command line (default: this process's) and the git commit of the code that ran."""
     return run_provenance("tasks.classification.experiment", sys.argv[1:] if argv is None else argv)
-
-
-def paired(before: list[float], after: list[float]) -> tuple[float, float]:
-    """Mean and standard error of the per-image difference after - before.
-
-    before, after: [N] 0/1 correctness of the same N images (N >= 2). -> (mean, stderr), in [0, 1] units."""
-    if len(before) != len(after) or len(before) < 2:
-        raise ValueError(f"paired: need two equally long lists of >= 2 values, got {len(before)} and {len(after)}")
-    return mean_stderr([b - a for a, b in zip(before, after)])
 
 
 def budget(method: str, steps: int, prompts: int, group: int, sft_mode: str) -> list[str]:
@@ -120,7 +111,7 @@ def compare(out: Path, overrides: list[str], n_eval: int, steps: int, prompts: i
         after, hits1 = _eval(BASE + shared + [f"task.mode={mode}", f"model.path={final}"], n_eval,
                              run_dir / "eval_after.json")
         after_s = time.perf_counter() - t2
-        gain, gain_se = paired(hits0, hits1)
+        gain, gain_se = paired_gain(hits0, hits1)
         finals[method] = hits1
         rows[method] = {
             **origin,
@@ -147,7 +138,7 @@ def compare(out: Path, overrides: list[str], n_eval: int, steps: int, prompts: i
     if "sft" in finals:  # RL vs the supervised control on the same images
         for method in rows:
             if method != "sft":
-                d, se = paired(finals["sft"], finals[method])
+                d, se = paired_gain(finals["sft"], finals[method])
                 rows[method]["vs_sft_points"], rows[method]["vs_sft_stderr_points"] = 100 * d, 100 * se
     table = to_table(rows)
     write_comparison(rows, table, origin, out, summary_dir)

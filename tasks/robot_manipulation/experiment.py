@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 from vlrl import checkpoint
 from vlrl.config import compose, validate
 from vlrl.evaluate import evaluate
+from vlrl.stats import binomial_stderr, paired_gain
 from vlrl.train import run
 
 
@@ -32,10 +32,6 @@ def _eval(overrides: list[str], n: int) -> tuple[dict, list[float]]:
     cfg, task = validate(compose(overrides + [f"eval.num_examples={n}", f"task.eval_episodes={n}"]))
     report, episodes = evaluate(cfg, task, progress=False)
     return report, _successes(episodes)
-
-
-def _stderr(p: float, n: int) -> float:
-    return math.sqrt(max(p * (1 - p), 0.0) / max(n, 1))
 
 
 def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl") -> dict:
@@ -58,15 +54,13 @@ def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl") -> d
     train_s = time.perf_counter() - t1
     final = checkpoint.list_checkpoints(str(out / "run"))[-1]
     after, s1 = _eval(base + [f"trainer.output_dir={out / 'run'}", f"model.path={final}"], n_eval)
-    diffs = [b - a for a, b in zip(s0, s1)]
-    mean_d = sum(diffs) / len(diffs)
-    se_d = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / max(len(diffs) - 1, 1) / len(diffs))
+    mean_d, se_d = paired_gain(s0, s1)
     p0, p1 = sum(s0) / len(s0), sum(s1) / len(s1)
     summary = {
         "method": method if method == "sft" else cfg.algo.name, "overrides": overrides, "seed": cfg.trainer.seed,
         "algo": cfg.algo.name, "held_out_init_states": n_eval,
-        "before": {"success_rate": p0, "stderr": _stderr(p0, n_eval), "mean_turns": before.get("mean_turns")},
-        "after": {"success_rate": p1, "stderr": _stderr(p1, n_eval), "mean_turns": after.get("mean_turns")},
+        "before": {"success_rate": p0, "stderr": binomial_stderr(p0, n_eval), "mean_turns": before.get("mean_turns")},
+        "after": {"success_rate": p1, "stderr": binomial_stderr(p1, n_eval), "mean_turns": after.get("mean_turns")},
         "gain_points": 100 * mean_d, "gain_stderr_points": 100 * se_d,
         "final_checkpoint": str(final), "final_step": int(final.name.split("_")[1]),
         "train_wall_s": round(train_s, 1), "eval_before_wall_s": round(t_eval0, 1),

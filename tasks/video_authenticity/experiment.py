@@ -33,7 +33,7 @@ from vlrl.cli import method_overrides
 from vlrl.config import compose, validate
 from vlrl.evaluate import evaluate
 from vlrl.provenance import provenance, write_comparison
-from vlrl.stats import mean_stderr
+from vlrl.stats import paired_gain
 
 
 def paired(before: dict[int, float], after: dict[int, float]) -> tuple[float, float, int]:
@@ -41,7 +41,7 @@ def paired(before: dict[int, float], after: dict[int, float]) -> tuple[float, fl
     keys = sorted(set(before) & set(after))
     if not keys:
         return 0.0, 0.0, 0
-    mean, se = mean_stderr([after[k] - before[k] for k in keys])
+    mean, se = paired_gain([before[k] for k in keys], [after[k] for k in keys])
     return mean, se, len(keys)
 
 

@@ -32,7 +32,7 @@ import torch
 from rewards.vision_zero import ACC_CORRECT, boxed_contents, normalise_clue
 from vlrl.provenance import provenance as run_provenance
 from vlrl.config import compose, validate
-from vlrl.stats import mean_stderr
+from vlrl.stats import mean_stderr, paired_gain
 
 BASE = ["task=vision_zero", "model.path=assets/tiny-vision-zero", "trainer.threads=1"]
 
@@ -145,7 +145,7 @@ def held_out_games(model_path: str, overrides: list[str], n: int, scripted: bool
 def paired(before: list[float], after: list[float]) -> dict:
     b, sb = mean_stderr(before)
     a, sa = mean_stderr(after)
-    d, sd = mean_stderr([y - x for x, y in zip(before, after)])
+    d, sd = paired_gain(before, after)
     return {"before": b, "before_stderr": sb, "after": a, "after_stderr": sa,
             "gain_points": 100 * d, "gain_stderr_points": 100 * sd}
 
