@@ -53,3 +53,5 @@ class BridgeConfig:
         for name in ("control_hz", "watchdog_s", "command_deadline_s", "auth_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"invalid config value for '{name}': must be > 0")
+        if self.keep_episodes < 0:
+            raise ValueError("invalid config value for 'keep_episodes': must be >= 0")

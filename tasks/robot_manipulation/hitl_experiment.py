@@ -18,7 +18,7 @@ import argparse
 import functools
 import json
 import logging
-import math
+import resource
 import secrets
 import threading
 import time
@@ -30,10 +30,11 @@ from robots.bridge.server import BridgeConfig, BridgeServer
 from robots.bridge.sim_operator import StallOperator
 from robots.env import make_env
 from vlrl.config import AlgoConfig, ModelConfig, RolloutConfig, TrainerConfig, resolve_path
+from vlrl.stats import binomial_stderr, paired_gain
 
 from .config import Config as TaskConfig
 from .env import robosuite_config
-from .experiment import _eval, _stderr
+from .experiment import _eval
 from .session import RobotSession, SessionConfig
 
 ARMS = ("takeover", "none")
@@ -70,7 +71,8 @@ def run_session(cfg: SessionConfig, arm: str, minutes: float) -> tuple[dict, lis
     operator = watcher if arm == "takeover" else None
     # A loaded 2-core CPU renders a step in ~0.1 s and the policy samples between steps while the learner trains
     # in another thread: the real-robot defaults (0.2 s client silence, 1 s execution) would halt it spuriously.
-    bridge = BridgeConfig(port=0, watchdog_s=10.0, command_deadline_s=10.0)
+    # keep_episodes=0: the session keeps its own episodes; the server's copies (every camera) would only cost memory
+    bridge = BridgeConfig(port=0, watchdog_s=10.0, command_deadline_s=10.0, keep_episodes=0)
     server = ServerThread(BridgeServer(watcher, bridge, token=token, teleop=operator))
     server.start()
     cfg.uri = server.uri()
@@ -132,19 +134,18 @@ def main(argv: list[str] | None = None) -> None:
     summary, episodes, watcher = run_session(cfg, a.arm, a.minutes)
     session_s = time.perf_counter() - t1
     after, s1 = _eval(eval_overrides(task, str(out / "session" / "policy")), a.eval)
-    diffs = [y - x for x, y in zip(s0, s1)]
-    mean_d = sum(diffs) / len(diffs)
-    se_d = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / max(len(diffs) - 1, 1) / len(diffs))
+    mean_d, se_d = paired_gain(s0, s1)
     p0, p1 = sum(s0) / len(s0), sum(s1) / len(s1)
     result = {
         "method": f"bridge_session_{a.arm}", "seed": a.seed, "arm": a.arm, "held_out_init_states": a.eval,
-        "before": {"success_rate": p0, "stderr": _stderr(p0, a.eval), "mean_turns": before.get("mean_turns")},
-        "after": {"success_rate": p1, "stderr": _stderr(p1, a.eval), "mean_turns": after.get("mean_turns")},
+        "before": {"success_rate": p0, "stderr": binomial_stderr(p0, a.eval), "mean_turns": before.get("mean_turns")},
+        "after": {"success_rate": p1, "stderr": binomial_stderr(p1, a.eval), "mean_turns": after.get("mean_turns")},
         "gain_points": 100 * mean_d, "gain_stderr_points": 100 * se_d,
         "session": summary, "curve": curve(episodes, a.window),
         "takeovers": watcher.log, "first_stalls": watcher.stalls,
         "episodes_run": len(episodes), "session_wall_s": round(session_s, 1), "eval_before_wall_s": round(t_eval0, 1),
         "total_wall_s": round(time.perf_counter() - t0, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # Linux: KiB
         "args": vars(a), "successes_before": s0, "successes_after": s1,
         "episode_outcomes": [{"success": bool(e.get("success")), "end": e.get("end"),
                               "policy_turns": e.get("policy_turns"), "human_turns": e.get("human_turns")}

@@ -34,6 +34,7 @@ class SessionConfig:
     reconnect_wait_s: float = 0.5  # pause between reconnect attempts
     request_timeout_s: float = 30.0  # bridge request timeout
     out_dir: str | None = None  # save the final policy, action stats, episodes.jsonl, updates.jsonl here
+    keep_images: bool = False  # keep each episode's camera frames after training on them (memory grows)
     task: TaskConfig = field(default_factory=lambda: TaskConfig(expert_labels=False))  # camera, action bins, stats
     model: ModelConfig = field(default_factory=ModelConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
@@ -57,5 +58,5 @@ class SessionConfig:
         """The core loop's settings (the session's own episodes are bounded by max_steps; see session.collect)."""
         return ActorLearnerConfig(episodes=self.episodes, episodes_per_update=self.episodes_per_update,
                                   baseline_window=self.baseline_window, seed=self.seed,
-                                  greedy=self.greedy, out_dir=self.out_dir, model=self.model, algo=self.algo,
+                                  greedy=self.greedy, out_dir=self.out_dir, keep_images=self.keep_images, model=self.model, algo=self.algo,
                                   rollout=self.rollout, trainer=self.trainer)

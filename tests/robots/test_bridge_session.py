@@ -71,7 +71,7 @@ def test_wrong_token_is_refused_and_the_robot_does_not_move(bridge):
 def test_session_with_human_takeover_dropped_connection_and_async_updates(bridge):
     server, teleop = bridge.server, bridge.server.teleop
     cfg = SessionConfig(uri=bridge.uri(), episodes=3, max_steps=12, episodes_per_update=1, interventions="demo",
-                        reconnect_wait_s=0.2, rollout=RolloutConfig(max_new_tokens=8),
+                        reconnect_wait_s=0.2, keep_images=True, rollout=RolloutConfig(max_new_tokens=8),
                         trainer=TrainerConfig(lr=1e-3, micro_batch_size=16))
     session = RobotSession(cfg, token=TOKEN)
     before = {k: v.detach().clone() for k, v in session.model.state_dict().items()}

@@ -115,3 +115,12 @@ def test_decode_bounds_nesting_and_size_without_recursion():
     with pytest.raises(ProtocolError, match="too_large"):
         check_size([0] * 100, max_nodes=50)
     assert decode(head)["type"] == "act"
+
+
+def test_bridge_config_refuses_bad_values_by_name():
+    from robots.bridge.config import BridgeConfig
+
+    for field_name, value in (("watchdog_s", 0.0), ("keep_episodes", -1)):
+        with pytest.raises(ValueError, match=field_name):
+            BridgeConfig(**{field_name: value})
+    assert BridgeConfig(keep_episodes=0).keep_episodes == 0  # keep none in memory: allowed
