@@ -112,6 +112,24 @@ def clue_checks(clues: list[dict], record: dict, looked: bool = False) -> str:
                      f"{'yes' if is_true(c['clue'], record, False) else 'no'}") for c in clues)
 
 
+def graded_checks(text: str, clues: list[dict], record: dict, mode: str) -> list[tuple[bool, bool]]:
+    """(clue true of the original image, check right) for each clue of a game, as checked in one decision `text`
+    written with `task.observer_checks=mode` (not "off"). A check is right when the decision's i-th "k: clue yes|no"
+    names clue i (same player, same normalised phrase; `look`: what is at the clue's place) with the right verdict;
+    a decision without checks has every check wrong. Turns without a clue are not graded."""
+    expected = [(i, c, is_true(c["clue"], record, False), look(c["clue"], record) if mode == "look" else c["clue"])
+                for i, c in enumerate(clues) if c["clue"] is not None]
+    checks = text.split("\\boxed")[0].rstrip(" .").split(". ")[-1].split("; ")
+    out = []
+    for i, c, truth, said in expected:
+        head, _, rest = checks[i].partition(": ") if i < len(checks) else ("", "", "")
+        phrase, _, verdict = rest.rpartition(" ")
+        right = (head == str(c["player"] + PLAYER_BASE) and normalise_clue(phrase) == normalise_clue(said)
+                 and verdict == ("yes" if truth else "no"))
+        out.append((truth, right))
+    return out
+
+
 def _observation(text: str, image: np.ndarray, role: str, info: dict, num_samples: int = 1) -> Observation:
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
     return Observation(messages=messages, images=[Image.fromarray(image)], info=info, role=role,
@@ -285,9 +303,14 @@ class VisionZeroEnv:
         self.decisions.append({"voter": voter, "text": text, **s})
         total = self.cfg.observer_samples if self.cfg.decision == "observer" else len(voters)
         info = {"choice": s["choice"], "reason": s["reason"], "acc": s["acc"]}
+        reward = s["reward"]
+        if self.cfg.check_reward:
+            graded = graded_checks(text, self.clues, self.pair.record, self.cfg.observer_checks)
+            info["checks_right"] = sum(r for _, r in graded) / len(graded) if graded else 0.0
+            reward += self.cfg.check_reward * info["checks_right"]
         if len(self.decisions) < total:
-            return StepResult(self._decision_observation(), {"decision": s["reward"]}, False, info=info)
-        return StepResult(None, {"decision": s["reward"]}, True, info={**info, "game": self.summary()})
+            return StepResult(self._decision_observation(), {"decision": reward}, False, info=info)
+        return StepResult(None, {"decision": reward}, True, info={**info, "game": self.summary()})
 
     def summary(self) -> dict:
         """The finished game: spy, clues, decisions, votes received, per-player and per-clue-turn rewards."""

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from rewards.vision_zero import ACC_CORRECT, CLUE_REASONS, NA, PLAYER_BASE, normalise_clue
-from tasks.vision_zero.env import game_of
-from tasks.vision_zero.language import is_true, look, reference_decision
+from rewards.vision_zero import ACC_CORRECT, CLUE_REASONS, NA, PLAYER_BASE
+from tasks.vision_zero.env import game_of, graded_checks
+from tasks.vision_zero.language import is_true, reference_decision
 
 
 def _mean(xs) -> float:
@@ -22,25 +22,12 @@ def _mean(xs) -> float:
 
 def check_results(game: dict) -> list[tuple[bool, bool]]:
     """(clue true of the original image, observer's check right) for every clue x decision of a game whose
-    decisions carry clue checks (`task.observer_checks`); a check is right when the decision's i-th "k: clue
-    yes|no" names clue i (same player, same normalised phrase) with the right verdict; a decision without them
-    has every check wrong. [] for games played with `observer_checks=off`."""
-    if game.get("observer_checks", "off") == "off":
+    decisions carry clue checks (`task.observer_checks`; `env.graded_checks` grades one decision); [] for games
+    played with `observer_checks=off`."""
+    mode = game.get("observer_checks", "off")
+    if mode == "off":
         return []
-    expected = [(i, c, is_true(c["clue"], game["record"], False),
-                 look(c["clue"], game["record"]) if game["observer_checks"] == "look" else c["clue"])
-                for i, c in enumerate(game["clues"]) if c["clue"] is not None]
-    out = []
-    for d in game["decisions"]:
-        before_box = d["text"].split("\\boxed")[0].rstrip(" .")
-        checks = before_box.split(". ")[-1].split("; ")
-        for i, c, truth, said in expected:
-            head, _, rest = checks[i].partition(": ") if i < len(checks) else ("", "", "")
-            phrase, _, verdict = rest.rpartition(" ")
-            right = (head == str(c["player"] + PLAYER_BASE) and normalise_clue(phrase) == normalise_clue(said)
-                     and verdict == ("yes" if truth else "no"))
-            out.append((truth, right))
-    return out
+    return [r for d in game["decisions"] for r in graded_checks(d["text"], game["clues"], game["record"], mode)]
 
 
 def spy_exposed(game: dict) -> bool:

@@ -284,6 +284,30 @@ def test_check_accuracy_per_kind_of_clue():
     assert math.isnan(report(eps, plain)["breakdown"]["check_accuracy/false_clues"])
 
 
+def test_check_reward_adds_the_share_of_right_checks_to_the_observers_reward():
+    def rewards(check_reward, answer):
+        cfg = Config(scripted="decision", observer_checks="look", grid=2, players=3, rounds=1, observer_samples=1,
+                     check_reward=check_reward)
+        env = make_env(cfg, "eval")
+        obs = env.reset(3)
+        res = env.step(answer(obs.info["reference"]))
+        return res.rewards["decision"], res.info
+
+    reference = lambda ref: ref  # noqa: E731  (every check right)
+    one_wrong = lambda ref: ref.replace(" yes;", " no;", 1) if " yes;" in ref else ref.replace(" no;", " yes;", 1)  # noqa: E731
+    bare = lambda ref: "\\boxed{N/A}"  # noqa: E731  (no checks written: all wrong)
+    base, info = rewards(0.0, reference)
+    assert "checks_right" not in info  # the released reward: nothing graded
+    for answer, share in ((reference, 1.0), (one_wrong, 2 / 3), (bare, 0.0)):
+        plain, _ = rewards(0.0, answer)
+        graded, info = rewards(0.5, answer)
+        assert info["checks_right"] == pytest.approx(share) and graded == pytest.approx(plain + 0.5 * share)
+    for bad in (dict(check_reward=-1.0), dict(check_reward=1.0), dict(check_reward=1.0, observer_checks="look", grid=2,
+                                                                      decision="vote")):
+        with pytest.raises(ValueError, match="check_reward"):
+            Config(**bad)
+
+
 def test_verify_look_says_what_is_at_the_place_before_the_box():
     cfg = Config(scripted="verify", grid=2, verify_look=True)
     kinds = set()
