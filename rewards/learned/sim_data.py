@@ -178,27 +178,30 @@ def label_progress(episodes: list[SimEpisode]) -> None:
 
 
 def generate(task: str = "Lift", seeds=range(4), kinds=KINDS, image_size: int = 84, max_steps: int = 160,
-             hold: int = 10, log=print, policy=None) -> list[SimEpisode]:
-    """Episodes for every seed and kind (the clean expert of a seed always runs first).
+             hold: int = 10, log=print, policy=None, camera: str = "agentview") -> list[SimEpisode]:
+    """Episodes for every seed and kind (the clean expert of a seed always runs first), with frames from
+    `camera` at `image_size` px (a reward model scores the frames of the camera it was trained on: record the
+    policy's camera to use it as a dense reward for that policy).
 
     `policy` (kind "policy"): a callable on the env's observation dict with attributes `camera` and
     `image_size`, the camera it was trained on (the robot task's VLA loader gives one); that camera is
-    rendered at its own size beside the recorded agentview frames."""
+    rendered at its own size beside the recorded frames."""
     from robots.env import RobosuiteConfig, make_env  # noqa: PLC0415
     from robots.experts import SPECS, PickPlaceExpert  # noqa: PLC0415
 
     bad = [k for k in kinds if k not in ALL_KINDS]
     if bad:
         raise ValueError(f"unknown episode kinds {bad}; choose from {ALL_KINDS}")
-    cameras, sizes = ("agentview",), ()
+    cameras, sizes = (camera,), ()
     if "policy" in kinds:
         if policy is None:
             raise ValueError("kind 'policy' needs a policy callable (for a VLA checkpoint: "
                              "python -m tasks.robot_manipulation.record_reward_data --policy DIR)")
-        if policy.camera != "agentview":
-            cameras, sizes = ("agentview", policy.camera), (image_size, policy.image_size)
+        if policy.camera != camera:
+            cameras, sizes = (camera, policy.camera), (image_size, policy.image_size)
         elif policy.image_size != image_size:
-            raise ValueError(f"policy camera agentview at {policy.image_size} px != recorded frames at {image_size} px")
+            raise ValueError(f"policy camera {camera} at {policy.image_size} px != recorded frames at {image_size} px: "
+                             f"pass --image-size {policy.image_size}")
     env = make_env(RobosuiteConfig(task=task, cameras=cameras, camera_sizes=sizes, image_size=image_size,
                                    max_steps=max_steps + 50))
     expert = PickPlaceExpert(SPECS[task])
@@ -207,14 +210,14 @@ def generate(task: str = "Lift", seeds=range(4), kinds=KINDS, image_size: int = 
     try:
         for seed in seeds:
             rng = np.random.default_rng(10_000 + seed)
-            ref = rollout(env, expert, task, seed, "expert", rng, max_steps, hold)
+            ref = rollout(env, expert, task, seed, "expert", rng, max_steps, hold, camera=camera)
             out.append(ref)
             ref_len = int(np.flatnonzero(ref.success)[0]) if ref.succeeded else len(ref) - 1
             for kind in kinds:
                 if kind == "expert":
                     continue
-                out.append(rollout(env, expert, task, seed, kind, rng, max_steps, hold, ref_len=ref_len,
-                                   policy=policy))
+                out.append(rollout(env, expert, task, seed, kind, rng, max_steps, hold, camera=camera,
+                                   ref_len=ref_len, policy=policy))
             log(f"[sim_data] {task} seed {seed}: " + ", ".join(
                 f"{e.kind}={'ok' if e.succeeded else 'fail'}/{len(e) - 1}" for e in out if e.seed == seed)
                 + f"  ({time.perf_counter() - t0:.0f}s)")
@@ -261,6 +264,8 @@ def arg_parser(description: str = "record expert + perturbed episodes for reward
     p.add_argument("--seeds", default="0-3")
     p.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, from {','.join(ALL_KINDS)}")
     p.add_argument("--image-size", type=int, default=84)
+    p.add_argument("--camera", default="agentview", help="the camera whose frames are recorded (a reward model scores "
+                   "this camera: use the policy's, e.g. robot0_eye_in_hand, for a dense reward in its RL)")
     p.add_argument("--max-steps", type=int, default=160)
     p.add_argument("--out", required=True)
     return p
@@ -272,7 +277,8 @@ def record(a: argparse.Namespace, policy=None, t0: float | None = None) -> dict:
     `policy`: the callable kind "policy" needs (see `generate`); `t0`: start of the wall time in the
     saved metadata (default now), so that loading the policy counts."""
     t0 = time.perf_counter() if t0 is None else t0
-    eps = generate(a.task, parse_seeds(a.seeds), a.kinds.split(","), a.image_size, a.max_steps, policy=policy)
+    eps = generate(a.task, parse_seeds(a.seeds), a.kinds.split(","), a.image_size, a.max_steps, policy=policy,
+                   camera=a.camera)
     meta = {"argv": vars(a), "wall_s": time.perf_counter() - t0,
             "policy_invalid_actions": getattr(policy, "invalid", None)}
     save(eps, a.out, meta)

@@ -34,6 +34,23 @@ def _eval(overrides: list[str], n: int) -> tuple[dict, list[float]]:
     return report, _successes(episodes)
 
 
+def _eval_once(path: Path, overrides: list[str], n: int) -> tuple[dict, list[float], float]:
+    """`_eval` -> (report, successes, wall seconds), saved to `path`. Rerunning the same command reads it back instead
+    of evaluating again, so a stopped run (resumed with trainer.resume=auto) keeps its 'before'. Keyed by the
+    overrides that change an evaluation (not trainer.* / algo.*): another run's file is refused, never reused."""
+    key = {"overrides": [o for o in overrides if not o.startswith(("trainer.", "algo.", "algo="))], "n": n}
+    if path.exists():
+        saved = json.loads(path.read_text())
+        if saved["key"] != key:
+            raise ValueError(f"{path} holds the evaluation of another run ({saved['key']}, not {key}): use a new --out")
+        return saved["report"], saved["successes"], saved["wall_s"]
+    t0 = time.perf_counter()
+    report, successes = _eval(overrides, n)
+    wall = time.perf_counter() - t0
+    path.write_text(json.dumps({"key": key, "report": report, "successes": successes, "wall_s": wall}, default=str))
+    return report, successes, wall
+
+
 def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl") -> dict:
     """Evaluate, train (`rl`: vlrl/train.py; `sft`: vlrl/sft.py), evaluate the final checkpoint; summary.json."""
     if method == "sft":
@@ -46,8 +63,7 @@ def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl") -> d
     base = ["task=robot_manipulation"] + overrides
     t0 = time.perf_counter()
     # trainer=sft_tiny requires an output_dir even to evaluate; evaluation writes nothing there
-    before, s0 = _eval(base + [f"trainer.output_dir={out / 'run'}"], n_eval)
-    t_eval0 = time.perf_counter() - t0
+    before, s0, t_eval0 = _eval_once(out / "before.json", base + [f"trainer.output_dir={out / 'run'}"], n_eval)
     cfg, task = validate(compose(base + [f"trainer.output_dir={out / 'run'}", "trainer.progress=false"]))
     t1 = time.perf_counter()
     train_run(cfg, task)
