@@ -45,16 +45,19 @@ def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
     engine = _FreeEncodings(make_engine(cfg.rollout, model, processor))
     available = task.num_examples(cfg.task, cfg.eval.split)
     n = cfg.eval.num_examples or (available if available is not None else DEFAULT_GENERATED_EXAMPLES)
+    first = cfg.eval.first_example
     if available is not None:
-        n = min(n, available)
+        if first >= available:
+            raise UsageError(f"eval.first_example={first}: the {cfg.eval.split} split has only {available} examples")
+        n = min(n, available - first)
     torch.manual_seed(cfg.eval.seed)
     t0 = time.perf_counter()
     episodes, stats = [], {}
     with Progress(TextColumn("[bold]eval"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeRemainingColumn(), disable=not progress) as bar:
         job = bar.add_task("eval", total=n)
-        for start in range(0, n, cfg.eval.batch_size):
-            seeds = list(range(start, min(n, start + cfg.eval.batch_size)))
+        for start in range(first, first + n, cfg.eval.batch_size):
+            seeds = list(range(start, min(first + n, start + cfg.eval.batch_size)))
             batch = run_episodes(engine, lambda: task.make_env(cfg.task, cfg.eval.split), seeds, 1,
                                  cfg.rollout.max_turns, greedy=cfg.eval.greedy, stats=stats)
             for ep in batch[max(0, cfg.eval.dump_images - len(episodes)):]:
@@ -66,6 +69,7 @@ def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
     report = task.report(episodes, cfg.task, skipped=skipped_report(stats))
     report["meta"] = {
         "task": cfg.task.name, "model": cfg.model.path, "split": cfg.eval.split, "examples": n,
+        "first_example": first,
         "greedy": cfg.eval.greedy, "seed": cfg.eval.seed, "wall_s": round(time.perf_counter() - t0, 2),
     }
     return report, episodes
