@@ -34,8 +34,10 @@ from vlrl.stats import binomial_stderr, paired_gain
 
 from .config import Config as TaskConfig
 from .env import robosuite_config
-from .experiment import _eval
+from .experiment import _eval, _eval_once
 from .session import RobotSession, SessionConfig
+
+log = logging.getLogger(__name__)
 
 ARMS = ("takeover", "none")
 
@@ -98,6 +100,26 @@ def run_session(cfg: SessionConfig, arm: str, minutes: float) -> tuple[dict, lis
     return summary, [session.episode_record(ep) for ep in session.episodes], watcher
 
 
+def saved_session(out: Path) -> dict | None:
+    """A finished session of this run, read back so that a rerun of the command does not run it again; None if none
+    finished. `out/session_result.json` (written right after the session) holds everything; a session that only
+    saved its own files (`out/session/summary.json`, `episodes.jsonl`) lacks the watcher's logs, the operator's
+    liveness and the wall time: those come back as None, never guessed."""
+    path = out / "session_result.json"
+    if path.exists():
+        return {**json.loads(path.read_text()), "from": str(path)}
+    files = out / "session"
+    if not all((files / name).exists() for name in ("summary.json", "episodes.jsonl", "policy")):
+        return None
+    summary = json.loads((files / "summary.json").read_text())["summary"]
+    summary.setdefault("operator_alive_at_end", None)
+    summary.setdefault("operator_reconnects", None)
+    with open(files / "episodes.jsonl") as f:
+        episodes = [json.loads(line) for line in f if line.strip()]
+    return {"summary": summary, "episodes": episodes, "takeovers": None, "first_stalls": None, "wall_s": None,
+            "from": str(files)}
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="robot-in-the-loop session through the bridge, with or without takeovers")
     p.add_argument("--arm", choices=ARMS, required=True, help="takeover: a scripted operator takes over stalls")
@@ -128,11 +150,18 @@ def main(argv: list[str] | None = None) -> None:
         rollout=RolloutConfig(max_new_tokens=8, temperature=a.temperature),
         trainer=TrainerConfig(lr=a.lr, seed=a.seed, threads=1, micro_batch_size=100))
     t0 = time.perf_counter()
-    before, s0 = _eval(eval_overrides(task, a.model), a.eval)
-    t_eval0 = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    summary, episodes, watcher = run_session(cfg, a.arm, a.minutes)
-    session_s = time.perf_counter() - t1
+    # Each stage is kept on disk, so a stopped run resumes: the 'before' evaluation, then the session.
+    before, s0, t_eval0 = _eval_once(out / "before.json", eval_overrides(task, a.model), a.eval)
+    session = saved_session(out)
+    if session is None:
+        t1 = time.perf_counter()
+        summary, episodes, watcher = run_session(cfg, a.arm, a.minutes)
+        session = {"summary": summary, "episodes": episodes, "takeovers": watcher.log, "first_stalls": watcher.stalls,
+                   "wall_s": round(time.perf_counter() - t1, 1)}
+        (out / "session_result.json").write_text(json.dumps(session, default=str))
+    else:
+        log.info("session already finished: read back from %s", session["from"])
+    episodes = session["episodes"]
     after, s1 = _eval(eval_overrides(task, str(out / "session" / "policy")), a.eval)
     mean_d, se_d = paired_gain(s0, s1)
     p0, p1 = sum(s0) / len(s0), sum(s1) / len(s1)
@@ -141,9 +170,10 @@ def main(argv: list[str] | None = None) -> None:
         "before": {"success_rate": p0, "stderr": binomial_stderr(p0, a.eval), "mean_turns": before.get("mean_turns")},
         "after": {"success_rate": p1, "stderr": binomial_stderr(p1, a.eval), "mean_turns": after.get("mean_turns")},
         "gain_points": 100 * mean_d, "gain_stderr_points": 100 * se_d,
-        "session": summary, "curve": curve(episodes, a.window),
-        "takeovers": watcher.log, "first_stalls": watcher.stalls,
-        "episodes_run": len(episodes), "session_wall_s": round(session_s, 1), "eval_before_wall_s": round(t_eval0, 1),
+        "session": session["summary"], "curve": curve(episodes, a.window),
+        "takeovers": session["takeovers"], "first_stalls": session["first_stalls"],
+        "session_read_back_from": session.get("from"),  # set when a rerun found the session already finished
+        "episodes_run": len(episodes), "session_wall_s": session["wall_s"], "eval_before_wall_s": round(t_eval0, 1),
         "total_wall_s": round(time.perf_counter() - t0, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # Linux: KiB
         "args": vars(a), "successes_before": s0, "successes_after": s1,

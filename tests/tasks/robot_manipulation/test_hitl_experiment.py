@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tasks.robot_manipulation.hitl_experiment import curve, main
+from tasks.robot_manipulation.hitl_experiment import curve, main, saved_session
 
 
 def test_curve_counts_assisted_and_unassisted_success_per_window():
@@ -40,3 +40,25 @@ def test_a_tiny_takeover_session_writes_its_summary(tmp_path):
     assert [(t["episode"], t["policy_step"]) for t in s["takeovers"]] == \
         [(st["episode"], st["policy_step"]) for st in s["first_stalls"]]
     assert (out / "session" / "policy" / "action_stats.json").exists()
+    assert s["session_read_back_from"] is None and s["session_wall_s"] > 0
+    # The same command again resumes: the 'before' and the finished session are read back, only 'after' reruns.
+    main(["--arm", "takeover", "--episodes", "2", "--eval", "1", "--minutes", "5", "--window", "1",
+          "--out", str(out), "--summary", str(committed)])
+    again = json.loads(committed.read_text())
+    assert again["session_read_back_from"] == str(out / "session_result.json")
+    for key in ("session", "curve", "takeovers", "first_stalls", "successes_before", "session_wall_s", "eval_before_wall_s"):
+        assert again[key] == s[key], key
+
+
+def test_a_session_that_saved_only_its_own_files_is_read_back_without_guessing(tmp_path):
+    assert saved_session(tmp_path) is None
+    files = tmp_path / "session"
+    (files / "policy").mkdir(parents=True)
+    (files / "summary.json").write_text(json.dumps({"summary": {"episodes": 2, "updates": 1}, "config": {}}))
+    assert saved_session(tmp_path) is None  # no episodes.jsonl: not finished
+    (files / "episodes.jsonl").write_text(json.dumps({"success": True}) + "\n" + json.dumps({"success": False}) + "\n")
+    got = saved_session(tmp_path)
+    assert got["episodes"] == [{"success": True}, {"success": False}] and got["summary"]["episodes"] == 2
+    # what only the experiment process knew is None, not made up
+    assert got["takeovers"] is None and got["first_stalls"] is None and got["wall_s"] is None
+    assert got["summary"]["operator_alive_at_end"] is None and got["from"] == str(files)
