@@ -34,7 +34,7 @@ class SessionConfig:
     reconnect_wait_s: float = 0.5  # pause between reconnect attempts
     request_timeout_s: float = 30.0  # bridge request timeout
     out_dir: str | None = None  # save the final policy, action stats, episodes.jsonl, updates.jsonl here
-    keep_images: bool = False  # keep each episode's camera frames after training on them (memory grows)
+    keep_images: bool = False  # keep each episode's camera frames and encodings after training on them (memory grows)
     task: TaskConfig = field(default_factory=lambda: TaskConfig(expert_labels=False))  # camera, action bins, stats
     model: ModelConfig = field(default_factory=ModelConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)

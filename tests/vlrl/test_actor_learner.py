@@ -77,7 +77,8 @@ def test_actor_keeps_acting_while_the_learner_updates_and_weights_are_published(
     assert any(u["t_start"] < tt < u["t_end"] for u in loop.updates for tt in turn_times)
     versions = [max(t.info["policy_version"] for t in ep.turns) for ep in loop.episodes]
     assert versions == sorted(versions) and versions[0] == 0 and versions[-1] >= 1
-    assert all(t.observation.images == [] for ep in loop.episodes for t in ep.turns)  # trained on: images freed
+    # trained on: the images and their cached encodings are freed
+    assert all(t.observation.images == [] and not t.observation.cache for ep in loop.episodes for t in ep.turns)
     # Saved: the policy, one line per episode and update, the summary with the config.
     assert os.path.exists(tmp_path / "policy" / "config.json")
     assert len(open(tmp_path / "episodes.jsonl").readlines()) == 5
@@ -99,7 +100,8 @@ def test_stop_and_errors(tiny_model_path):
     assert trained == list(range(len(trained))) and len(trained) <= len(loop.episodes)
     # Trained-on episodes gave their images back (memory); the rest still hold theirs.
     for ep in loop.episodes:
-        assert all(bool(t.observation.images) == (ep.info["index"] not in trained) for t in ep.turns)
+        assert all(bool(t.observation.images) == bool(t.observation.cache) == (ep.info["index"] not in trained)
+                   for t in ep.turns)
     assert loop.version == len(loop.updates)
     # An env that fails stops both threads, and run() re-raises its error.
     loop = ActorLearner(_cfg(tiny_model_path, episodes=5), make_env=lambda: SlowToyEnv(fail_at=5), device="cpu")
