@@ -229,8 +229,7 @@ class EvalConfig:
                           "folder, <model.path>.eval-<task>-<split>.json (required for a hub id)")
     split: str = opt("eval", "which split of the task to evaluate")
     num_examples: int = opt(0, "examples to evaluate; 0 = the task's default (all records, or 1000 for generators)")
-    first_example: int = opt(0, "evaluate examples (seeds) first_example .. first_example + num_examples - 1, e.g. "
-                                "states no other run used")
+    first_example: int = opt(0, "evaluate seeds first_example .. first_example + num_examples - 1 (unused states)")
     batch_size: int = opt(32, "prompts per generate call")
     greedy: bool = opt(True, "greedy decoding (else sample at rollout.temperature)")
     seed: int = opt(0, "torch seed for sampled decoding (the evaluated examples do not depend on it)")
