@@ -243,8 +243,7 @@ class ActorLearner:
             # 112 px); a session of hundreds of episodes would otherwise grow by GBs.
             for ep in batch:
                 for turn in ep.turns:
-                    turn.observation.images, turn.observation.videos = [], []
-                    turn.observation.cache.clear()
+                    turn.observation.release()
         record = {"update": len(self.updates) + 1, "version": self.version,
                   "episodes": [ep.info.get("index") for ep in batch], "returns": returns,
                   "advantages": [round(float(a), 6) for a in adv], **counts, "t_start": t0, "t_end": time.time(), **stats}

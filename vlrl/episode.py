@@ -53,6 +53,13 @@ class Observation:
     # returned by the last of those steps is the next one (e.g. an observer sampled G times).
     num_samples: int = 1
 
+    def release(self, encoding_only: bool = False) -> None:
+        """Free this observation's memory once nothing will encode it again: its cached encoding and, unless
+        `encoding_only`, its images and videos. Messages, info and role stay, so reports still read the episode."""
+        self.cache.clear()
+        if not encoding_only:
+            self.images, self.videos = [], []
+
 
 @dataclass
 class Turn:

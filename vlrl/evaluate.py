@@ -62,7 +62,7 @@ def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
                                  cfg.rollout.max_turns, greedy=cfg.eval.greedy, stats=stats)
             for ep in batch[max(0, cfg.eval.dump_images - len(episodes)):]:
                 for turn in ep.turns[1:]:  # later turns' images of multi-turn episodes: not needed by any report
-                    turn.observation.images = []
+                    turn.observation.release()
             episodes.extend(batch)
             bar.update(job, advance=len(seeds))
     # Samples that never became an episode (unreadable input) are counted, never silently dropped.
@@ -86,7 +86,7 @@ class _FreeEncodings:
     def generate(self, observations, n: int = 1, greedy: bool = False):
         out = self.engine.generate(observations, n=n, greedy=greedy)
         for obs in observations:
-            obs.cache.clear()
+            obs.release(encoding_only=True)  # the report may still show the first turn's image
         return out
 
     def __getattr__(self, name):

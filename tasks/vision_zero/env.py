@@ -300,14 +300,16 @@ class VisionZeroEnv:
         voters = self.voters()
         voter = voters[0] if self.cfg.decision == "observer" else voters[len(self.decisions)]
         s = score_decision(text, self.spy, self.cfg.players)
-        self.decisions.append({"voter": voter, "text": text, **s})
-        total = self.cfg.observer_samples if self.cfg.decision == "observer" else len(voters)
         info = {"choice": s["choice"], "reason": s["reason"], "acc": s["acc"]}
-        reward = s["reward"]
         if self.cfg.check_reward:
             graded = graded_checks(text, self.clues, self.pair.record, self.cfg.observer_checks)
             info["checks_right"] = sum(r for _, r in graded) / len(graded) if graded else 0.0
-            reward += self.cfg.check_reward * info["checks_right"]
+            # The game summary (and the viewer) shows the reward the learner got, not only the released part.
+            s = {**s, "reward": s["reward"] + self.cfg.check_reward * info["checks_right"],
+                 "checks_right": info["checks_right"]}
+        reward = s["reward"]
+        self.decisions.append({"voter": voter, "text": text, **s})
+        total = self.cfg.observer_samples if self.cfg.decision == "observer" else len(voters)
         if len(self.decisions) < total:
             return StepResult(self._decision_observation(), {"decision": reward}, False, info=info)
         return StepResult(None, {"decision": reward}, True, info={**info, "game": self.summary()})

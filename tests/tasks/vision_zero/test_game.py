@@ -291,6 +291,9 @@ def test_check_reward_adds_the_share_of_right_checks_to_the_observers_reward():
         env = make_env(cfg, "eval")
         obs = env.reset(3)
         res = env.step(answer(obs.info["reference"]))
+        decision = res.info["game"]["decisions"][0]  # what the viewer shows: the total, with the share beside it
+        assert decision["reward"] == res.rewards["decision"]
+        assert decision.get("checks_right") == res.info.get("checks_right")
         return res.rewards["decision"], res.info
 
     reference = lambda ref: ref  # noqa: E731  (every check right)
