@@ -58,6 +58,9 @@ class Config:
     lie_rate: float = opt(0.0, "warm-start decision prompts only: chance that each scripted clue, any player's, is "
                           "replaced by a phrase false of the original image, so that checks say \"no\" often and "
                           "copying a clue does not pass for checking it; 0 = only spy clues that expose it are false")
+    slip_rate: float = opt(0.0, "self-play games only: chance that the spy's clue, as everyone sees it, is replaced by a "
+                           "phrase true of its image only (it exposes itself), so that checking clues pays in decisions "
+                           "as often as in held-out games; a replaced clue turn is unscored; 0 = the released game")
     check_reward: float = opt(0.0, "observer decisions: + this weight x the share of its written clue checks that are "
                               "right (graded against the scene graph, so no longer label-free); 0 = the released reward")
     eval_examples: int = opt(200, "held-out games (eval seeds 0..N-1)")
@@ -86,6 +89,7 @@ class Config:
             ("scripted", self.scripted in SCRIPTED, " | ".join(SCRIPTED)),
             ("eval_examples", self.eval_examples >= 0, ">= 0"),
             ("lie_rate", 0 <= self.lie_rate <= 1, "in [0, 1]"),
+            ("slip_rate", 0 <= self.slip_rate <= 1, "in [0, 1]"),
             ("check_reward", self.check_reward >= 0, ">= 0"),
         ]
         for field, ok, why in checks:
@@ -97,6 +101,9 @@ class Config:
             raise _bad("verify_look", self.verify_look, "position phrases exist for grid pairs only: task.pairs=grid")
         if self.lie_rate and self.scripted not in ("decision", "mixed"):
             raise _bad("lie_rate", self.lie_rate, "changes warm-start decision prompts only: task.scripted=decision|mixed")
+        if self.slip_rate and (self.scripted != "off" or self.clue_language != "grounded" or self.pairs != "grid"):
+            raise _bad("slip_rate", self.slip_rate, "replaces self-play clues by scene phrases: needs task.scripted=off, "
+                       "task.clue_language=grounded and task.pairs=grid")
         if self.check_reward and (self.observer_checks == "off" or self.decision != "observer"):
             raise _bad("check_reward", self.check_reward, "grades the observer's written checks: needs "
                        "task.observer_checks other than off and task.decision=observer")

@@ -136,6 +136,13 @@ def _observation(text: str, image: np.ndarray, role: str, info: dict, num_sample
                        num_samples=num_samples)
 
 
+def exposing_phrases(record: dict, forms) -> list[str]:
+    """Phrases (of `forms`: language.phrases or .description) true of the spy's image and not of the original:
+    a clue that exposes the spy."""
+    original = set(forms(record, False))
+    return [p for p in forms(record, True) if p not in original]
+
+
 def caught(votes: list[float], spy: int) -> bool:
     """The spy is caught when it received strictly more votes than every other player."""
     return votes[spy] > 0 and all(v < votes[spy] for j, v in enumerate(votes) if j != spy)
@@ -196,10 +203,10 @@ class VisionZeroEnv:
         n_clues = self.cfg.players * self.cfg.rounds
         decision = self.cfg.scripted == "decision" or (self.cfg.scripted == "mixed" and rng.random() < 0.5)
         upto = n_clues if decision else rng.randrange(n_clues)
-        forms = description if self.cfg.observer_checks == "look" else phrases  # look: position phrases only
+        forms = self._forms()
         own = {False: forms(self.pair.record, False), True: forms(self.pair.record, True)}
         shared = [p for p in own[True] if p in set(own[False])]
-        exposing = [p for p in own[True] if p not in set(own[False])]
+        exposing = exposing_phrases(self.pair.record, forms)
         said: list[str] = []
         for t in range(upto + (0 if decision else 1)):
             player = t % self.cfg.players
@@ -227,6 +234,19 @@ class VisionZeroEnv:
             obs = self._clue_observation()
             obs.info["reference"] = f"\\boxed{{{said[upto]}}}"
         return obs
+
+    def _forms(self):
+        return description if self.cfg.observer_checks == "look" else phrases  # look: position phrases only
+
+    def _slip(self, t: int) -> str | None:
+        """`task.slip_rate`: the phrase that replaces the spy's clue at turn t (true of its image only), or None (no
+        slip this turn, or nothing left to expose). Its own random stream per game and turn."""
+        rng = random.Random(f"slip:{self.split}:{self.seed}:{t}")
+        if rng.random() >= self.cfg.slip_rate:
+            return None
+        said = {c["clue"] for c in self.clues}
+        pool = [p for p in exposing_phrases(self.pair.record, self._forms()) if p not in said]
+        return rng.choice(pool) if pool else None
 
     def _lie(self, said: list[str], forms) -> None:
         """`task.lie_rate`: replace each scripted clue, in place, with that chance by a phrase of the same form that is
@@ -293,8 +313,11 @@ class VisionZeroEnv:
         if len(self.clues) < n_clues:
             t = len(self.clues)
             check = check_clue(text, [c["clue"] for c in self.clues])
-            self.clues.append({"player": t % self.cfg.players, "round": t // self.cfg.players, "text": text,
-                               "clue": check.clue, "ok": check.ok, "reason": check.reason})
+            player = t % self.cfg.players
+            slip = self._slip(t) if self.cfg.slip_rate and player == self.spy else None
+            self.clues.append({"player": player, "round": t // self.cfg.players, "text": text,
+                               "clue": slip or check.clue, "ok": check.ok, "reason": check.reason,
+                               "slipped": slip is not None})
             nxt = self._clue_observation() if len(self.clues) < n_clues else self._decision_observation()
             return StepResult(nxt, {"clue": 0.0}, False, info={"format_ok": float(check.ok), "reason": check.reason})
         voters = self.voters()
@@ -319,7 +342,9 @@ class VisionZeroEnv:
         cfg = self.cfg
         votes = votes_received([d["choice"] for d in self.decisions], cfg.players)
         per_player = clue_rewards(votes, self.spy, cfg.beta, cfg.lam)
-        turn_rewards = [per_player[c["player"]] - (0.0 if c["ok"] else cfg.clue_format_penalty) for c in self.clues]
+        # A slipped clue is not what its player wrote: no reward either way (None = unscored, left out of the loss).
+        turn_rewards = [None if c.get("slipped") else per_player[c["player"]] - (0.0 if c["ok"] else cfg.clue_format_penalty)
+                        for c in self.clues]
         return {"seed": self.seed, "spy": self.spy, "players": cfg.players, "record": self.pair.record,
                 "clues": self.clues, "decisions": self.decisions, "votes": votes, "player_rewards": per_player,
                 "clue_turn_rewards": turn_rewards, "caught": caught(votes, self.spy),

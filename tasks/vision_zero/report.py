@@ -151,7 +151,7 @@ def game_html(episode) -> str:
     for c, r in zip(game["clues"], game["clue_turn_rewards"]):
         who = f"Player {c['player'] + PLAYER_BASE}" + (" (spy)" if c["player"] == spy else "")
         parts.append(f"<tr><td>{c['round'] + 1}</td><td>{who}</td><td>{esc(c['text'])}</td><td>{esc(str(c['clue']))}</td>"
-                     f"<td>{'ok' if c['ok'] else esc(str(c['reason']))}</td><td>{r:+.3f}</td></tr>")
+                     f"<td>{'ok' if c['ok'] else esc(str(c['reason']))}</td><td>{'slipped' if r is None else f'{r:+.3f}'}</td></tr>")
     parts.append("</table><table><tr><th>decider</th><th>output</th><th>choice</th><th>reward</th></tr>")
     for d in game["decisions"]:
         who = "observer" if d["voter"] is None else f"Player {d['voter'] + PLAYER_BASE}"
