@@ -37,7 +37,7 @@ from vlrl.parallel import DataParallel, Strategy
 from vlrl.rollout import make_engine
 from vlrl.progress import SFT_KEYS, progress_line, run_summary, show_bar
 from vlrl.skips import SkipBudget, count_skip, skip_metrics
-from vlrl.train import eval_metrics, evaluate_policy, out_of_time, prompt_seeds, step_seed
+from vlrl.train import budget_steps, eval_metrics, evaluate_policy, out_of_time, prompt_seeds, step_seed
 from vlrl.trainer import global_sum, start_run
 
 
@@ -129,7 +129,8 @@ def run(cfg: Config, task) -> dict:
     def save(step: int):
         if main:
             checkpoint.save(out_dir, step, model if cfg.model.lora.r else base_model(model), processor, optimizer, scheduler,
-                            {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg)), "entry_point": "sft"},
+                            {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg)), "entry_point": "sft",
+                             "train_seconds": spent()},
                             keep=cfg.trainer.keep_checkpoints)
             keys = ["loss", "token_acc", "eval/overall"]
             plot_curves(read_metrics(os.path.join(out_dir, "metrics.jsonl"), keys), keys,
@@ -140,16 +141,21 @@ def run(cfg: Config, task) -> dict:
         accelerator.wait_for_everyone()
 
     last: dict = {}
-    final = cfg.trainer.steps
     skips = SkipBudget(cfg.trainer.max_skip_fraction, cfg.trainer.skip_window)
     engine = make_engine(cfg.rollout, model, processor)
     t_start = time.perf_counter()
+
+    def spent() -> float:
+        return r.seconds_before + time.perf_counter() - t_start
+
+    steps = budget_steps(cfg, start, r.seconds_before, accelerator.device, main, "[vlrl sft]")
+    final = steps.stop
     progress = Progress(TextColumn("[bold]sft"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
                         disable=not show_bar(main and cfg.trainer.progress))
     with progress:
         bar = progress.add_task("sft", total=cfg.trainer.steps, completed=start, info="")
-        for step in range(start, cfg.trainer.steps):
+        for step in steps:
             t0 = time.perf_counter()
             torch.manual_seed(step_seed(cfg, step, rank))
             task_cfg = task_config_at(cfg, step)
@@ -178,7 +184,7 @@ def run(cfg: Config, task) -> dict:
                 print(progress_line(done, cfg.trainer.steps, metrics, SFT_KEYS, time.perf_counter() - t_start, done - start),
                       flush=True)
             last = metrics
-            if cfg.trainer.max_minutes and out_of_time(time.perf_counter() - t_start, cfg.trainer.max_minutes, accelerator.device):
+            if cfg.trainer.max_minutes and out_of_time(spent(), cfg.trainer.max_minutes, accelerator.device):
                 final = done
                 if done % cfg.trainer.log_every and "eval/overall" not in metrics:
                     logger.log(done, metrics)

@@ -96,6 +96,18 @@ def out_of_time(elapsed_s: float, budget_min: float, device=None) -> bool:
     return bool(flag.item())
 
 
+def budget_steps(cfg, start: int, seconds_before: float, device, main: bool, tag: str) -> range:
+    """The steps to run: start .. trainer.steps, or none when a resumed run already used its trainer.max_minutes
+    (it stopped on the budget; resuming finishes it instead of training on with a fresh budget)."""
+    if cfg.trainer.max_minutes and start < cfg.trainer.steps and out_of_time(seconds_before, cfg.trainer.max_minutes,
+                                                                             device):
+        if main:
+            print(f"{tag} the time budget of {cfg.trainer.max_minutes} min was used before step {start}: "
+                  "nothing left to train", flush=True)
+        return range(start, start)
+    return range(start, cfg.trainer.steps)
+
+
 def pad_row(episodes) -> TrainRow | None:
     """A zero-advantage row from this process's first episode: what a sharded update pads with."""
     for ep in episodes:
@@ -171,7 +183,8 @@ def run(cfg: Config, task) -> dict:
     def save(step: int):
         full = strategy.full_state(model, optimizer)  # sharded: collectives, every process takes part, rank 0 writes
         if main:
-            extra = {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg)), "entry_point": "train"}
+            extra = {"config": OmegaConf.to_yaml(OmegaConf.structured(cfg)), "entry_point": "train",
+                     "train_seconds": spent()}
             if critic is not None:
                 extra.update(critic=critic.state_dict(), critic_optimizer=critic_optimizer.state_dict())
             if curriculum is not None:
@@ -194,12 +207,17 @@ def run(cfg: Config, task) -> dict:
     progress = Progress(TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
                         disable=not show_bar(main and cfg.trainer.progress))
-    final = cfg.trainer.steps
     skips = SkipBudget(cfg.trainer.max_skip_fraction, cfg.trainer.skip_window)
     t_start = time.perf_counter()
+
+    def spent() -> float:
+        return r.seconds_before + time.perf_counter() - t_start
+
+    steps = budget_steps(cfg, start, r.seconds_before, accelerator.device, main, "[vlrl]")
+    final = steps.stop
     with progress:
         bar = progress.add_task("train", total=cfg.trainer.steps, completed=start, info="")
-        for step in range(start, cfg.trainer.steps):
+        for step in steps:
             t0 = time.perf_counter()
             torch.manual_seed(step_seed(cfg, step, rank))
             if curriculum is not None:
@@ -280,7 +298,7 @@ def run(cfg: Config, task) -> dict:
                 print(progress_line(done, cfg.trainer.steps, metrics, RL_KEYS, time.perf_counter() - t_start, done - start),
                       flush=True)
             last = metrics
-            if cfg.trainer.max_minutes and out_of_time(time.perf_counter() - t_start, cfg.trainer.max_minutes, accelerator.device):
+            if cfg.trainer.max_minutes and out_of_time(spent(), cfg.trainer.max_minutes, accelerator.device):
                 final = done
                 if done % cfg.trainer.log_every and done != cfg.trainer.steps:
                     logger.log(done, metrics)

@@ -55,6 +55,9 @@ class Run:
     start: int  # first step to run (the checkpoint's step when resuming)
     resume_from: object  # the checkpoint directory resumed from, or None
     strategy: Strategy  # the distributed backend (vlrl/parallel/): rollouts, update, checkpoints go through it
+    # Training seconds the run spent before this process (from the checkpoint): a resumed run's trainer.max_minutes
+    # counts them, so stopping and resuming does not buy it a fresh wall-clock budget.
+    seconds_before: float = 0.0
 
 
 class UpdateConfig(Protocol):
@@ -98,18 +101,19 @@ def start_run(cfg: Config, total_updates: int, can_shard: bool = False, entry_po
     optimizer = make_optimizer(model, cfg.trainer)
     scheduler = make_scheduler(optimizer, cfg.trainer, total_updates)
     strategy.wrap(model, optimizer)
-    start = 0
+    start, seconds_before = 0, 0.0
     if state is not None:
         strategy.load_optimizer_state(model, optimizer, state)
         scheduler.load_state_dict(state["scheduler"])
         checkpoint.set_rng_state(state["rng"])
         start = state["step"]
+        seconds_before = float(state.get("train_seconds", 0.0))  # checkpoints written before it was kept: 0
     main = accelerator.is_main_process
     logger = RunLogger(out_dir, cfg.trainer.loggers, main, OmegaConf.to_container(OmegaConf.structured(cfg)),
                        cfg.trainer.wandb_project)
     logger.truncate_after(start)
     return Run(accelerator, accelerator.process_index, accelerator.num_processes, main, processor, model,
-               optimizer, scheduler, logger, start, resume_from, strategy)
+               optimizer, scheduler, logger, start, resume_from, strategy, seconds_before)
 
 
 def make_optimizer(model, cfg: TrainerConfig) -> torch.optim.Optimizer:

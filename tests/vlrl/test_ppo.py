@@ -199,5 +199,12 @@ def test_time_budget_stops_and_saves(tmp_path):
     m = _metrics(out)
     assert [r["step"] for r in m] == [1]  # the first step already crosses a 6 ms budget
     assert os.path.isdir(os.path.join(out, "checkpoints", "step_0000001"))
+    state = torch.load(os.path.join(out, "checkpoints", "step_0000001", "trainer_state.pt"), weights_only=True)
+    assert state["train_seconds"] > 0.0001 * 60
+    # Resumed, the run finds its budget used: it trains no further instead of starting a fresh budget.
+    run(*_cfg("trainer.steps=50", "trainer.max_minutes=0.0001", f"trainer.output_dir={out}", "algo.group_size=2",
+              "trainer.resume=auto"))
+    assert [r["step"] for r in _metrics(out)] == [1]
+    assert [p for p in os.listdir(os.path.join(out, "checkpoints")) if p.startswith("step_")] == ["step_0000001"]
     with pytest.raises(ValueError, match="trainer.max_minutes"):
         _cfg("trainer.max_minutes=-1")

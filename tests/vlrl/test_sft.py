@@ -44,6 +44,11 @@ def test_sft_honours_time_budget_samples_and_skip_budget(tmp_path):
     steps = [json.loads(ln)["step"] for ln in open(out / "metrics.jsonl")]
     assert steps == [1]  # stopped after the step that crossed the budget
     assert [p.name for p in (out / "checkpoints").glob("step_*")] == ["step_0000001"]
+    cfg, task = validate(compose(TOY + ["trainer.steps=50", f"trainer.output_dir={out}", "trainer.max_minutes=1e-9",
+                                        "trainer.samples_every=1", "trainer.save_every=0", "trainer.resume=auto"]))
+    run(cfg, task)  # resumed with its budget already used: no further step
+    assert [json.loads(ln)["step"] for ln in open(out / "metrics.jsonl")] == [1]
+    assert [p.name for p in (out / "checkpoints").glob("step_*")] == ["step_0000001"]
     samples = [json.loads(ln) for ln in open(out / "samples.jsonl")]
     assert samples and all(s["step"] == 1 and s["reference"] in ("123 456 789", "abc def") and "response" in s
                            for s in samples)
