@@ -95,7 +95,19 @@ class LiberoEnv(SuiteEnvBase):
         track_for_exit(self)
 
     def reset(self, seed: int | None = None, init_state: Any = None) -> dict:
-        """New episode from a fixed init state: an index, a state vector, or None (chosen by `seed`)."""
+        """New episode from a fixed init state: an index, a state vector, or None (chosen by `seed`); or, with
+        init_state="random", from a fresh placement that LIBERO's own samplers draw from `seed` (the scene's
+        regions, as the shipped init states were drawn): states for training that the official evaluation,
+        which uses the shipped ones, does not."""
+        if isinstance(init_state, str):
+            if init_state != "random" or seed is None:
+                raise ValueError(f"LiberoEnv.reset: init_state={init_state!r} (seed {seed}): an index, a state "
+                                 "vector, None, or 'random' with a seed")
+            self._ctrl.seed(int(seed) % (2**31))  # LIBERO's placement samplers draw from numpy's global RNG
+            obs = self._ctrl.reset()
+            self._env = self._ctrl.env
+            self._t = 0
+            return self._obs(obs)
         if init_state is None:
             init_state = int(np.random.default_rng(seed).integers(len(self.init_states)))
         if isinstance(init_state, (int, np.integer)):

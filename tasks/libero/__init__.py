@@ -70,7 +70,7 @@ class Config:
 
 
 def make_env(cfg: Config, split: str = "eval") -> LiberoTaskEnv:
-    """An env over (task, trial) seeds; every split uses the same fixed init states (LIBERO has no train split of states)."""
+    """An env over seeds: (task, trial) from the shipped init states; split "train": fresh placements by seed."""
     return LiberoTaskEnv(cfg, split)
 
 

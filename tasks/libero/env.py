@@ -2,7 +2,9 @@
 
 Seeds index (task, trial) in evaluation order: with T = trials_per_task, seed s runs task
 ``tasks[(s // T) % len(tasks)]`` from the package's fixed init state ``s % T`` (trial k = init state k,
-as in robots/libero_eval.py). reset(seed) loads that init state, runs the protocol's no-op wait steps
+as in robots/libero_eval.py). The "train" split instead runs task ``tasks[s % len(tasks)]`` from a fresh
+placement that LIBERO's samplers draw from seed s (robots.libero_env.LiberoEnv.reset, init_state="random"), so
+training (RL, demos) never starts from the shipped init states that the official evaluation uses. reset(seed) loads that init state, runs the protocol's no-op wait steps
 (zero deltas, gripper open; they do not count) and returns the first observation: the camera image and
 the OpenVLA prompt "In: What action should the robot take to {instruction}?\\nOut:".
 
@@ -160,7 +162,11 @@ class LiberoTaskEnv(ActionTokenEnv):
         self.instruction = ""
 
     def reset(self, seed: int) -> Observation:
-        self.task_id, self.trial = locate(self.cfg, seed)
+        if self.split == "train":  # a fresh placement drawn from the seed, never one of the shipped init states
+            ids = eval_task_ids(self.cfg)
+            self.task_id, self.trial = ids[int(seed) % len(ids)], None
+        else:
+            self.task_id, self.trial = locate(self.cfg, seed)
         self._seed = int(seed)
         lcfg = sim_config(self.cfg, self.task_id)
         if self._sim is not None and SimPool.key(self._sim.cfg) != SimPool.key(lcfg):
@@ -168,10 +174,13 @@ class LiberoTaskEnv(ActionTokenEnv):
         if self._sim is None:
             self._sim = POOL.acquire(lcfg)
         sim = self._sim
-        if self.trial >= len(sim.init_states):  # LiberoEnv would wrap around silently
-            check_trials(self.cfg)
         self.instruction = sim.instruction
-        obs = sim.reset(seed=self.cfg.env_seed, init_state=self.trial)
+        if self.trial is None:
+            obs = sim.reset(seed=self._seed, init_state="random")
+        else:
+            if self.trial >= len(sim.init_states):  # LiberoEnv would wrap around silently
+                check_trials(self.cfg)
+            obs = sim.reset(seed=self.cfg.env_seed, init_state=self.trial)
         for _ in range(self.cfg.num_wait_steps):  # objects settle; not counted, never seen by the policy
             obs, *_ = sim.step(NOOP_ACTION)
         self.steps = 0
@@ -199,7 +208,8 @@ class LiberoTaskEnv(ActionTokenEnv):
         image = Image.fromarray(obs["images"][self.cfg.camera])
         if image.size != (self.cfg.image_size, self.cfg.image_size):
             image = image.resize((self.cfg.image_size, self.cfg.image_size), Image.LANCZOS)
-        info = {"suite": self.cfg.suite, "task_id": self.task_id, "trial": self.trial, "init_state": self.trial,
+        info = {"suite": self.cfg.suite, "task_id": self.task_id, "trial": self.trial,
+                "init_state": "random" if self.trial is None else self.trial,
                 "task_instruction": self.instruction, "step": self.steps, "sim_step": self._sim._t, "seed": self._seed}
         return vla_observation(image, self.instruction.lower(), info, self._allowed)
 

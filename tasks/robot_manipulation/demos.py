@@ -69,8 +69,14 @@ def collect(cfg: Config, episodes: int, noise: float, seed: int = 0, progress: b
                       f"{len(images)} frames, {time.perf_counter() - t0:.0f}s", flush=True)
     finally:
         sim.close()
-    return {"images": np.stack(images), "actions": np.stack(actions), "episode": np.asarray(ep_idx),
-            "step": np.asarray(steps), "success": np.asarray(success), "instruction": np.asarray(instruction)}
+    return frames_dict(images, actions, ep_idx, steps, success, instruction)
+
+
+def frames_dict(images, actions, episode, step, success, instruction: str) -> dict:
+    """The recorded lists as the arrays of frames.npz: images [N, H, W, 3] uint8, actions [N, 7], episode [N],
+    step [N], success [E], instruction."""
+    return {"images": np.stack(images), "actions": np.stack(actions), "episode": np.asarray(episode),
+            "step": np.asarray(step), "success": np.asarray(success), "instruction": np.asarray(instruction)}
 
 
 @functools.lru_cache(maxsize=2)
@@ -145,18 +151,24 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, help="output directory")
     a = p.parse_args(argv)
     cfg = Config(env=a.env, image_size=a.image_size, max_steps=a.max_steps, camera=a.camera)
-    os.makedirs(a.out, exist_ok=True)
     t0 = time.perf_counter()
     data = collect_parallel(cfg, a.episodes, a.noise, a.seed, a.workers)
-    np.savez_compressed(os.path.join(a.out, "frames.npz"), **data)
-    stats = ActionStats.from_actions(data["actions"])
-    stats.save(a.out)
-    meta = {"command": "python -m tasks.robot_manipulation.demos " + " ".join(sys.argv[1:] if argv is None else argv), "frames": len(data["actions"]),
-            "episodes": a.episodes, "expert_success_rate": float(data["success"].mean()), "noise": a.noise,
-            "image_size": a.image_size, "camera": a.camera, "seconds": round(time.perf_counter() - t0, 1)}
-    with open(os.path.join(a.out, "DEMOS.json"), "w") as f:
+    write_demos(a.out, data, "python -m tasks.robot_manipulation.demos " + " ".join(sys.argv[1:] if argv is None else argv),
+                {"episodes": a.episodes, "noise": a.noise, "image_size": a.image_size, "camera": a.camera}, t0)
+
+
+def write_demos(out: str, data: dict, command: str, meta: dict, t0: float) -> dict:
+    """OUT/frames.npz (what FramesEnv serves), OUT/action_stats.json (q01/q99 of the clean expert actions: the
+    policy's task.stats_path) and OUT/DEMOS.json (the command, counts, expert success rate, wall time)."""
+    os.makedirs(out, exist_ok=True)
+    np.savez_compressed(os.path.join(out, "frames.npz"), **data)
+    ActionStats.from_actions(data["actions"]).save(out)
+    meta = {"command": command, "frames": len(data["actions"]), **meta,
+            "expert_success_rate": float(data["success"].mean()), "seconds": round(time.perf_counter() - t0, 1)}
+    with open(os.path.join(out, "DEMOS.json"), "w") as f:
         json.dump(meta, f, indent=2)
     print(json.dumps(meta))
+    return meta
 
 
 if __name__ == "__main__":
