@@ -74,8 +74,11 @@ def make_env(cfg: Config, split: str = "eval") -> LiberoTaskEnv:
     return LiberoTaskEnv(cfg, split)
 
 
-def num_examples(cfg: Config, split: str = "eval") -> int:
-    """Evaluated tasks x trials_per_task (seeds 0..n-1 are the trials in order); same for every split."""
+def num_examples(cfg: Config, split: str = "eval") -> int | None:
+    """Evaluated tasks x trials_per_task (seeds 0..n-1 are the trials in order); None for the train split, whose
+    placements are drawn from any seed."""
+    if split == "train":
+        return None
     check_trials(cfg)
     return len(eval_task_ids(cfg)) * cfg.trials_per_task
 
@@ -99,6 +102,9 @@ def report(episodes, cfg: Config) -> dict:
     invalid: dict[int, int] = {tid: 0 for tid in per}
     for ep in sorted(episodes, key=lambda e: e.seed):
         tid, trial = locate(cfg, ep.seed)
+        info = ep.turns[0].observation.info if ep.turns else {}
+        if info.get("init_state") == "random":  # a train-split episode: its task and its placement's seed
+            tid, trial = info["task_id"], f"random:{ep.seed}"
         success = any(t.rewards.get("success") for t in ep.turns)
         entry = per[tid]
         entry["trials"] += 1

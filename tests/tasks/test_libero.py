@@ -162,3 +162,19 @@ def test_exit_frees_render_contexts_quietly(tmp_path, tiny_model_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_train_split_is_open_ended_and_reported_by_placement():
+    from vlrl.episode import Episode, Observation, Turn
+
+    cfg = task.Config(suite="libero_object", task_ids=[1, 2])
+    assert task.num_examples(cfg, "train") is None and task.num_examples(cfg, "eval") == 100
+
+    def episode(seed, tid, success):
+        obs = Observation(messages=[], info={"task_id": tid, "trial": None, "init_state": "random"})
+        return Episode(turns=[Turn(obs, [1], [0.0], rewards={"success": float(success)})], seed=seed)
+
+    rep = task.report([episode(7, 2, True), episode(8, 1, False), episode(9, 2, False)], cfg)
+    tasks = {t["task_id"]: t for t in rep["suites"]["libero_object"]["tasks"]}
+    assert tasks[2]["init_states"] == ["random:7", "random:9"] and tasks[2]["success_rate"] == 0.5
+    assert tasks[1]["init_states"] == ["random:8"] and rep["count"] == 3
