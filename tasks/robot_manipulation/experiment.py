@@ -1,11 +1,15 @@
 """Measured VLA-RL on a real robosuite task: evaluate the start -> RL for a time budget -> evaluate.
 
     python -m tasks.robot_manipulation.experiment --out runs/lift_ppo  --eval 50 [Hydra overrides...]
+    python -m tasks.robot_manipulation.experiment --task libero --out runs/libero_rl --eval 50 \
+        task.suite=libero_object task.task_ids=[1] [Hydra overrides...]   # LIBERO: official trials, train placements
     python -m tasks.robot_manipulation.experiment --method sft --out runs/lift_bc --eval 50 trainer=sft_tiny \
         task.demo_path=DEMOS/frames.npz [Hydra overrides...]      # the supervised control: BC (vlrl/sft.py) instead
 
 Both evaluations are greedy, on the same held-out initial states (the eval split's robosuite seeds,
-disjoint from training), so the paired difference per init state measures what RL changed. Writes
+disjoint from training), so the paired difference per init state measures what RL changed. With `--task libero`
+the evaluations are the official protocol's trials (the shipped init states in order) and RL trains on the train
+split's fresh placements (tasks/libero/env.py); the summary also holds both reports' per-task tables. Writes
 `summary.json`: success rates with binomial standard errors, the paired gain and its standard
 error, the final step, seed, wall times and the overrides.
 """
@@ -29,7 +33,8 @@ def _successes(episodes) -> list[float]:
 
 
 def _eval(overrides: list[str], n: int) -> tuple[dict, list[float]]:
-    cfg, task = validate(compose(overrides + [f"eval.num_examples={n}", f"task.eval_episodes={n}"]))
+    size = [f"task.eval_episodes={n}"] if "task=robot_manipulation" in overrides else []  # the robot eval split's size
+    cfg, task = validate(compose(overrides + [f"eval.num_examples={n}"] + size))
     report, episodes = evaluate(cfg, task, progress=False)
     return report, _successes(episodes)
 
@@ -51,7 +56,7 @@ def _eval_once(path: Path, overrides: list[str], n: int) -> tuple[dict, list[flo
     return report, successes, wall
 
 
-def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl") -> dict:
+def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl", task_name: str = "robot_manipulation") -> dict:
     """Evaluate, train (`rl`: vlrl/train.py; `sft`: vlrl/sft.py), evaluate the final checkpoint; summary.json."""
     if method == "sft":
         from vlrl.sft import run as train_run
@@ -60,7 +65,7 @@ def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl") -> d
     else:
         raise ValueError(f"method must be rl or sft, got {method!r}")
     out.mkdir(parents=True, exist_ok=True)
-    base = ["task=robot_manipulation"] + overrides
+    base = [f"task={task_name}"] + overrides
     t0 = time.perf_counter()
     # trainer=sft_tiny requires an output_dir even to evaluate; evaluation writes nothing there
     before, s0, t_eval0 = _eval_once(out / "before.json", base + [f"trainer.output_dir={out / 'run'}"], n_eval)
@@ -73,7 +78,8 @@ def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl") -> d
     mean_d, se_d = paired_gain(s0, s1)
     p0, p1 = sum(s0) / len(s0), sum(s1) / len(s1)
     summary = {
-        "method": method if method == "sft" else cfg.algo.name, "overrides": overrides, "seed": cfg.trainer.seed,
+        "task": task_name, "method": method if method == "sft" else cfg.algo.name, "overrides": overrides,
+        "seed": cfg.trainer.seed,
         "algo": cfg.algo.name, "held_out_init_states": n_eval,
         "before": {"success_rate": p0, "stderr": binomial_stderr(p0, n_eval), "mean_turns": before.get("mean_turns")},
         "after": {"success_rate": p1, "stderr": binomial_stderr(p1, n_eval), "mean_turns": after.get("mean_turns")},
@@ -83,6 +89,8 @@ def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl") -> d
         "total_wall_s": round(time.perf_counter() - t0, 1),
         "successes_before": s0, "successes_after": s1,  # per held-out init state (eval seed i)
     }
+    if "suites" in after:  # LIBERO: the per-task tables of both evaluations
+        summary.update(suites_before=before["suites"], suites_after=after["suites"])
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2), flush=True)
     return summary
@@ -93,8 +101,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--eval", type=int, default=50, help="held-out init states (eval split seeds 0..N-1)")
     p.add_argument("--method", choices=["rl", "sft"], default="rl", help="sft: behaviour cloning, the control")
+    p.add_argument("--task", choices=["robot_manipulation", "libero"], default="robot_manipulation",
+                   help="libero: the official trials (task.trials_per_task >= --eval) before and after")
     a, overrides = p.parse_known_args(argv)
-    learn(Path(a.out), overrides, a.eval, a.method)
+    learn(Path(a.out), overrides, a.eval, a.method, a.task)
 
 
 if __name__ == "__main__":
