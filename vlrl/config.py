@@ -180,7 +180,7 @@ class TrainerConfig:
     loggers: list[str] = opt(["jsonl"], "jsonl (always) plus tensorboard / wandb")
     wandb_project: str = opt("vlrl", "wandb project")
     progress: bool = opt(True, "show a progress bar")
-    threads: int = opt(0, "torch CPU threads; 0 = torch default")
+    threads: int = opt(0, "torch CPU threads (training and evaluation); 0 = torch default")
     shared_prefix: bool | None = opt(None, "training forward runs each group's prompt through the language model once, its KV cache shared by the G answers (same log-probs and gradients, "
                                            "fewer tokens): null = on where supported (data parallel, ZeRO-3), off under FSDP2; true = on (refused under FSDP2); false = every row as its full sequence")
     max_minutes: float = opt(0.0, "> 0: stop after the step that crosses this wall-clock budget (checkpoint saved); 0 = no limit")

@@ -36,6 +36,8 @@ DEFAULT_GENERATED_EXAMPLES = 1000
 
 def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
     """Run the policy on `cfg.eval.split` and return (report, episodes)."""
+    if cfg.trainer.threads:  # as in training: a CPU job that shares the machine asks for its share of cores
+        torch.set_num_threads(cfg.trainer.threads)
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     check_max_turns(cfg, task)
