@@ -2,7 +2,8 @@
 
 Task contract (imported by the core through `Config.module`): Config, make_env, num_examples, report,
 reference_answer (behaviour cloning with vlrl/sft.py: the scripted expert's action as action-token text),
-score_episodes (the post-rollout hook: learned dense rewards with `dense_reward`, see dense.py).
+score_episodes (the post-rollout hook: learned dense rewards with `dense_reward`, see dense.py), episode_success
+(the simulator's success, not a positive total reward: a dense reward makes almost every total positive).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from .dense import load_reward_model, score_episodes
 from .env import RobotManipulationEnv, action_tokenizer, demo_action_stats, reference_answer, reference_ids
 
 __all__ = ["ActionStats", "ActionTokenizer", "Config", "RobotManipulationEnv", "action_tokenizer", "demo_action_stats",
-           "load_reward_model", "make_env", "num_examples", "reference_answer", "reference_ids", "report",
-           "score_episodes"]
+           "episode_success", "load_reward_model", "make_env", "num_examples", "reference_answer", "reference_ids",
+           "report", "score_episodes"]
 
 
 def make_env(cfg: Config, split: str):
@@ -36,12 +37,19 @@ def num_examples(cfg: Config, split: str):
     return cfg.eval_episodes if split == "eval" else None
 
 
+def episode_success(episode, cfg: Config) -> float:
+    """1.0 when the simulator's success predicate held (its `success` reward), whatever a dense reward added: the
+    training success rate and the seed curriculum read this, and the core's default (total reward > 0) would count
+    nearly every episode of a dense-reward run as a success."""
+    return float(any(t.rewards.get("success", 0.0) for t in episode.turns))
+
+
 def report(episodes, cfg: Config) -> dict:
     """Success rate (overall), mean episode length in turns, share of invalid-action turns."""
     n = len(episodes)
     if n == 0:
         return {"overall": 0.0, "count": 0, "breakdown": {}}
-    success = [any(t.rewards.get("success", 0.0) for t in ep.turns) for ep in episodes]
+    success = [bool(episode_success(ep, cfg)) for ep in episodes]
     turns = [len(ep.turns) for ep in episodes]
     all_turns = [t for ep in episodes for t in ep.turns]
     invalid = sum(t.info.get("reason") == "invalid_action" for t in all_turns)

@@ -151,3 +151,18 @@ def test_train_step_logs_the_dense_reward(tmp_path, monkeypatch):
     mean_dense = np.mean([t.rewards["dense"] for ep in seen for t in ep.turns])
     assert step[-1]["reward/dense"] == pytest.approx(mean_dense, abs=1e-6)
     assert "reward/success" in step[-1]
+
+
+def test_success_is_the_simulators_not_a_positive_dense_total():
+    from vlrl.task import load_task
+
+    def episode(success):
+        obs = vla_observation(np.zeros((8, 8, 3), np.uint8), "lift the cube")
+        turns = [Turn(obs, [1], [0.0], rewards={"success": 0.0, "dense": 0.3}),
+                 Turn(obs, [1], [0.0], rewards={"success": float(success), "dense": 0.2})]
+        return Episode(turns=turns)
+
+    loaded = load_task(task)  # what the trainer's success rate and seed curriculum call
+    assert loaded.episode_success(episode(False), task.Config()) == 0.0  # total 0.5 > 0, yet no success
+    assert loaded.episode_success(episode(True), task.Config()) == 1.0
+    assert task.report([episode(False), episode(True)], task.Config())["overall"] == 0.5
