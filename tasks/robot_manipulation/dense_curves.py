@@ -76,11 +76,12 @@ def plot(runs: dict[str, dict], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for name, s in runs.items():
-        axes[0].plot([t / 60 for t in s["wall_s"]], _smooth(s["success"]), label=name)
-        axes[1].plot(s["episodes"], _smooth(s["success"]), label=name)
+    for i, (name, s) in enumerate(runs.items()):
+        color = f"C{i}"  # one colour per run in every panel (a sparse run has no dense curve)
+        axes[0].plot([t / 60 for t in s["wall_s"]], _smooth(s["success"]), label=name, color=color)
+        axes[1].plot(s["episodes"], _smooth(s["success"]), label=name, color=color)
         if not all(math.isnan(d) for d in s["dense_per_episode"]):
-            axes[2].plot(s["episodes"], _smooth(s["dense_per_episode"]), label=name)
+            axes[2].plot(s["episodes"], _smooth(s["dense_per_episode"]), label=name, color=color)
     for ax, (x, y) in zip(axes, [("training wall time (min)", "training success (10-step mean)"),
                                  ("episodes", "training success (10-step mean)"),
                                  ("episodes", "dense reward per episode (10-step mean)")]):
