@@ -19,9 +19,9 @@ class Hider:
             if info["stage"] == "decision":
                 text = "\\boxed{N/A}"
             else:
+                # the first phrase true of both images (later players repeat it: a format failure, irrelevant here)
                 both = [p for p in description(info["record"], False) if p in description(info["record"], True)]
-                said = [c for c in info.get("clues", [])]
-                text = "\\boxed{" + next((p for p in both if p not in said), both[0]) + "}"
+                text = "\\boxed{" + both[0] + "}"
             out.append([Sample([1], [-1.0], text, True) for _ in range(n)])
         return out
 
