@@ -8,6 +8,10 @@ Wall time is the sum of the steps' `time/step` (training only, no evaluation); e
 An episode's dense reward is `reward/dense` (the mean over turns) x `turns/mean`, i.e. the batch's dense sum per
 episode. The summary compares the first and the last fifth of the steps: a dense reward that rises while the
 training success rate does not is the sign of a hacked reward model.
+
+Where every run has its RUN/summary.json (the experiment's result), `versus_reference` pairs each run's greedy
+after-RL successes with the reference run's (`--reference`, default the first run) state by state on the same
+held-out init states: the run-vs-run difference in points with its paired standard error.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 from pathlib import Path
 
 from vlrl.metrics import read_metrics
+from vlrl.stats import paired_gain
 
 KEYS = ["time/step", "episodes", "success/rate", "reward/dense", "turns/mean"]
 
@@ -69,6 +74,21 @@ def summarise(s: dict[str, list[float]]) -> dict:
             if not math.isnan(dense["change"]) else None}
 
 
+def versus_reference(summaries: dict[str, dict], reference: str) -> dict[str, dict]:
+    """summaries: run name -> the experiment's summary.json (`successes_after`: [N] 0/1 per held-out state, in the
+    evaluation's order) -> per run: its after minus the reference's after, paired per state, in points."""
+    ref = summaries[reference]["successes_after"]
+    out = {}
+    for name, s in summaries.items():
+        if len(s["successes_after"]) != len(ref):
+            raise SystemExit(f"dense_curves: {name} has {len(s['successes_after'])} held-out states, "
+                             f"{reference} has {len(ref)}; runs compared per state need the same states")
+        diff, se = paired_gain(ref, s["successes_after"])
+        out[name] = {"after": s["after"]["success_rate"], "minus_reference_points": 100 * diff,
+                     "minus_reference_stderr_points": 100 * se, "held_out_init_states": len(ref)}
+    return out
+
+
 def plot(runs: dict[str, dict], out: Path) -> None:
     import matplotlib
 
@@ -111,22 +131,31 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description="dense-vs-sparse VLA-RL training curves")
     p.add_argument("runs", nargs="+", help="NAME=RUN_DIR (the experiment's --out; its run/metrics.jsonl is read)")
     p.add_argument("--out", required=True, help="OUT.json and OUT.png are written")
+    p.add_argument("--reference", help="run NAME the others are paired against (default: the first run)")
     argv = sys.argv[1:] if argv is None else argv
     a = p.parse_args(argv)
-    runs = {}
+    runs, summaries = {}, {}
     for spec in a.runs:
         name, _, path = spec.partition("=")
         metrics = Path(path) / "run" / "metrics.jsonl"
         if not name or not metrics.exists():
             raise SystemExit(f"dense_curves: {spec!r} is not NAME=RUN_DIR with RUN_DIR/run/metrics.jsonl")
         runs[name] = series(read_metrics(metrics, KEYS))
+        if (Path(path) / "summary.json").exists():
+            summaries[name] = json.loads((Path(path) / "summary.json").read_text())
+    reference = a.reference or next(iter(runs))
+    if reference not in runs:
+        raise SystemExit(f"dense_curves: --reference {reference!r} is not one of the runs {sorted(runs)}")
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     result = {"command": "python -m tasks.robot_manipulation.dense_curves " + " ".join(argv),
               "summary": {n: summarise(s) for n, s in runs.items()}, "series": runs}
+    if len(summaries) == len(runs):  # only a complete set: a run still training has no after to pair
+        result["reference"] = reference
+        result["versus_reference"] = versus_reference(summaries, reference)
     out.with_suffix(".json").write_text(json.dumps(_finite(result), indent=1))
     plot(runs, out.with_suffix(".png"))
-    print(json.dumps(result["summary"], indent=2))
+    print(json.dumps({k: result[k] for k in ("summary", "versus_reference") if k in result}, indent=2))
     return result
 
 

@@ -51,3 +51,26 @@ def test_cli_writes_json_and_png(tmp_path):
     assert out.with_suffix(".png").stat().st_size > 0
     with pytest.raises(SystemExit, match="NAME=RUN_DIR"):
         main([f"c={tmp_path / 'missing'}", "--out", str(out)])
+
+
+def test_versus_reference_pairs_the_after_successes_state_by_state(tmp_path):
+    afters = {"sparse": [1, 1, 0, 0], "dense": [1, 0, 0, 0]}
+    for name, after in afters.items():
+        (tmp_path / name / "run").mkdir(parents=True)
+        (tmp_path / name / "run" / "metrics.jsonl").write_text(json.dumps(_records([0.1])[1]) + "\n")
+        (tmp_path / name / "summary.json").write_text(json.dumps(
+            {"successes_after": after, "after": {"success_rate": sum(after) / 4}}))
+    out = tmp_path / "curves"
+    data = main([f"sparse={tmp_path / 'sparse'}", f"dense={tmp_path / 'dense'}", "--out", str(out)])
+    vs = data["versus_reference"]
+    assert data["reference"] == "sparse" and vs["sparse"]["minus_reference_points"] == 0.0
+    # per-state differences [0, -1, 0, 0]: mean -25 points, sd 0.5, stderr 0.5 / sqrt(4) = 25 points
+    assert vs["dense"]["minus_reference_points"] == pytest.approx(-25.0)
+    assert vs["dense"]["minus_reference_stderr_points"] == pytest.approx(25.0)
+    assert main([f"sparse={tmp_path / 'sparse'}", f"dense={tmp_path / 'dense'}", "--out", str(out),
+                 "--reference", "dense"])["versus_reference"]["sparse"]["minus_reference_points"] == pytest.approx(25.0)
+    with pytest.raises(SystemExit, match="--reference"):
+        main([f"sparse={tmp_path / 'sparse'}", "--out", str(out), "--reference", "clip"])
+    (tmp_path / "dense" / "summary.json").write_text(json.dumps({"successes_after": [1], "after": {"success_rate": 1}}))
+    with pytest.raises(SystemExit, match="same states"):
+        main([f"sparse={tmp_path / 'sparse'}", f"dense={tmp_path / 'dense'}", "--out", str(out)])
