@@ -69,7 +69,6 @@ def _sync_gripper(sim, robot) -> None:
 
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # built envs not yet closed
-_HOOKED: list = []  # non-empty once the exit hook is registered
 
 
 def _close_live_envs() -> None:
@@ -80,12 +79,11 @@ def _close_live_envs() -> None:
 
 def track_for_exit(env: "SuiteEnvBase") -> None:
     """Close `env` at interpreter exit if nobody did. robosuite registers eglTerminate at exit when it makes its
-    first render context; exit hooks run last-registered first, so ours (registered after a build) frees the
-    render contexts while EGL still works. Otherwise they are freed after eglTerminate and each prints an
-    EGLError traceback."""
-    if not _HOOKED:
-        atexit.register(_close_live_envs)
-        _HOOKED.append(True)
+    first render context, which may be after our hook was registered (the first env built had no camera); exit
+    hooks run last-registered first, so ours is moved to the end on every build: it frees the render contexts
+    while EGL still works. Otherwise they are freed after eglTerminate and each prints an EGLError traceback."""
+    atexit.unregister(_close_live_envs)
+    atexit.register(_close_live_envs)
     _LIVE.add(env)
 
 

@@ -107,3 +107,20 @@ def test_gl_backend_available():
     from robots.gl import available_backends
 
     assert available_backends(), "no EGL or OSMesa library: apt-get install libegl1 libegl-mesa0 (or libosmesa6)"
+
+
+@pytest.mark.sim
+def test_exit_is_quiet_when_a_camera_less_env_was_built_first():
+    """robosuite registers eglTerminate at exit on its first render context. A camera-less env built before it
+    registered our close-at-exit hook earlier, so the hook ran after eglTerminate and every live render context
+    printed an EGLError traceback at exit; the hook now moves to the end on each build."""
+    import subprocess
+    import sys
+
+    code = ("from robots.env import RobosuiteConfig, make_env\n"
+            "a = make_env(RobosuiteConfig(cameras=()))\n"
+            "b = make_env(RobosuiteConfig(cameras=('agentview',), image_size=32))\n"
+            "b.reset(seed=0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Exception ignored" not in proc.stderr and "EGLError" not in proc.stderr, proc.stderr[-3000:]
