@@ -21,6 +21,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(_here))
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import torch
 
 from vlrl.config import Config, UsageError, resolve_path
 from vlrl.models import load_model, load_processor
+from vlrl.progress import duration, show_bar
 from vlrl.rollout import make_engine, run_episodes
 from vlrl.skips import skipped_report
 
@@ -55,10 +57,12 @@ def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
     torch.manual_seed(cfg.eval.seed)
     t0 = time.perf_counter()
     episodes, stats = [], {}
+    live = show_bar(progress)  # a bar on a terminal; in a log file a plain line per tenth of the work instead
+    lines_every = max(1, math.ceil(n / cfg.eval.batch_size / 10))
     with Progress(TextColumn("[bold]eval"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeRemainingColumn(), disable=not progress) as bar:
+                  TimeRemainingColumn(), disable=not live) as bar:
         job = bar.add_task("eval", total=n)
-        for start in range(first, first + n, cfg.eval.batch_size):
+        for i, start in enumerate(range(first, first + n, cfg.eval.batch_size)):
             seeds = list(range(start, min(first + n, start + cfg.eval.batch_size)))
             batch = run_episodes(engine, lambda: task.make_env(cfg.task, cfg.eval.split), seeds, 1,
                                  cfg.rollout.max_turns, greedy=cfg.eval.greedy, stats=stats)
@@ -67,6 +71,8 @@ def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
                     turn.observation.release()
             episodes.extend(batch)
             bar.update(job, advance=len(seeds))
+            if progress and not live and ((i + 1) % lines_every == 0 or len(episodes) == n):
+                print(eval_line(len(episodes), n, cfg.eval.split, time.perf_counter() - t0), flush=True)
     # Samples that never became an episode (unreadable input) are counted, never silently dropped.
     report = task.report(episodes, cfg.task, skipped=skipped_report(stats))
     report["meta"] = {
@@ -75,6 +81,12 @@ def evaluate(cfg: Config, task, progress: bool = True) -> tuple[dict, list]:
         "greedy": cfg.eval.greedy, "seed": cfg.eval.seed, "wall_s": round(time.perf_counter() - t0, 2),
     }
     return report, episodes
+
+
+def eval_line(done: int, total: int, split: str, elapsed_s: float) -> str:
+    """`[vlrl eval] 40/200 eval examples, 5m00s, ETA 20m00s`: the plain progress line of an evaluation in a log."""
+    eta = elapsed_s / max(done, 1) * max(total - done, 0)
+    return f"[vlrl eval] {done}/{total} {split} examples, {duration(elapsed_s)}, ETA {duration(eta)}"
 
 
 class _FreeEncodings:

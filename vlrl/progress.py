@@ -32,13 +32,18 @@ def _fmt(v: float) -> str:
     return "nan" if isinstance(v, float) and math.isnan(v) else f"{v:.4g}"
 
 
-def progress_line(done: int, total: int, metrics: dict, keys, elapsed_s: float, steps_run: int) -> str:
+def progress_line(done: int, total: int, metrics: dict, keys, elapsed_s: float, steps_run: int,
+                  budget_left_s: float | None = None) -> str:
     """`step 5/100 reward 0.4121 success 0.375 ... | 2.10 s/step, ETA 3m20s`: the metrics of `keys` present in
-    `metrics`; the pace is over the `steps_run` steps this process ran in `elapsed_s`."""
+    `metrics`; the pace is over the `steps_run` steps this process ran in `elapsed_s`. With a wall-clock budget
+    (`trainer.max_minutes`, `budget_left_s` of it left) that ends the run first, the ETA is the budget's."""
     parts = [f"step {done}/{total}"]
     parts += [f"{name} {_fmt(metrics[k])}" for k, name in keys if isinstance(metrics.get(k), (int, float))]
     pace = elapsed_s / max(steps_run, 1)
-    return " ".join(parts) + f" | {pace:.2f} s/step, ETA {duration(pace * max(total - done, 0))}"
+    eta = pace * max(total - done, 0)
+    if budget_left_s is not None and budget_left_s < eta:
+        return " ".join(parts) + f" | {pace:.2f} s/step, ETA {duration(budget_left_s)} (time budget)"
+    return " ".join(parts) + f" | {pace:.2f} s/step, ETA {duration(eta)}"
 
 
 def window_means(records: list[dict], key: str, window: int) -> tuple[float, float, int] | None:

@@ -181,7 +181,9 @@ def run(cfg: Config, task) -> dict:
                     logger.log_samples(done, completions(engine, processor, rows))
             progress.update(bar, advance=1, info=f"loss {metrics['loss']:.3f} acc {metrics['token_acc']:.2f}")
             if progress.disable and main and (done % cfg.trainer.log_every == 0 or "eval/overall" in metrics):
-                print(progress_line(done, cfg.trainer.steps, metrics, SFT_KEYS, time.perf_counter() - t_start, done - start),
+                budget_left = cfg.trainer.max_minutes * 60 - spent() if cfg.trainer.max_minutes else None
+                print(progress_line(done, cfg.trainer.steps, metrics, SFT_KEYS, time.perf_counter() - t_start,
+                                    done - start, budget_left),
                       flush=True)
             last = metrics
             if cfg.trainer.max_minutes and out_of_time(spent(), cfg.trainer.max_minutes, accelerator.device):

@@ -295,7 +295,9 @@ def run(cfg: Config, task) -> dict:
             loss = metrics.get("loss", float("nan"))
             progress.update(bar, advance=1, info=f"reward {metrics['reward/mean']:.3f} loss {loss:.4f}")
             if progress.disable and main and (done % cfg.trainer.log_every == 0 or done == cfg.trainer.steps):
-                print(progress_line(done, cfg.trainer.steps, metrics, RL_KEYS, time.perf_counter() - t_start, done - start),
+                budget_left = cfg.trainer.max_minutes * 60 - spent() if cfg.trainer.max_minutes else None
+                print(progress_line(done, cfg.trainer.steps, metrics, RL_KEYS, time.perf_counter() - t_start,
+                                    done - start, budget_left),
                       flush=True)
             last = metrics
             if cfg.trainer.max_minutes and out_of_time(spent(), cfg.trainer.max_minutes, accelerator.device):

@@ -35,7 +35,8 @@ def _successes(episodes) -> list[float]:
 def _eval(overrides: list[str], n: int) -> tuple[dict, list[float]]:
     size = [f"task.eval_episodes={n}"] if "task=robot_manipulation" in overrides else []  # the robot eval split's size
     cfg, task = validate(compose(overrides + [f"eval.num_examples={n}"] + size))
-    report, episodes = evaluate(cfg, task, progress=False)
+    # progress: robot evaluations take tens of minutes; in the run's log, a line per tenth of the states
+    report, episodes = evaluate(cfg, task, progress=True)
     return report, _successes(episodes)
 
 

@@ -24,3 +24,14 @@ def test_first_example_is_checked(monkeypatch):
     monkeypatch.setattr(task, "num_examples", lambda cfg, split: 10)  # a split of 10 records
     with pytest.raises(UsageError, match="eval.first_example=10: the eval split has only 10"):
         evaluate(cfg, task, progress=False)
+
+
+def test_an_evaluation_in_a_log_prints_plain_progress_lines(capsys):
+    """stdout not a terminal (pytest captures it): a plain line per tenth of the batches, the last one at the end."""
+    cfg, task = validate(compose(TOY + ["eval.num_examples=5", "eval.batch_size=2"]))
+    evaluate(cfg, task, progress=True)
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("[vlrl eval]")]
+    assert [x.split(" examples")[0] for x in lines] == ["[vlrl eval] 2/5 eval", "[vlrl eval] 4/5 eval",
+                                                          "[vlrl eval] 5/5 eval"]
+    evaluate(cfg, task, progress=False)
+    assert "[vlrl eval]" not in capsys.readouterr().out

@@ -56,3 +56,13 @@ def test_progress_line_and_run_summary(tmp_path):
     assert "8 steps in 2m05s" in text and "reward     first 3:        2   last 3:        7   change +5" in text
     assert "success" not in text  # no values: no row
     assert f"{tmp_path / 'checkpoints' / 'step_0000004'}/" in text and str(tmp_path / "metrics.jsonl") in text
+
+
+def test_progress_lines_show_the_time_budget_and_evaluation_progress():
+    from vlrl.evaluate import eval_line
+
+    # 2 s/step and 95 steps left = 3m10s, but only 60 s of trainer.max_minutes are left: the budget ends the run
+    line = progress_line(5, 100, {}, RL_KEYS, 10.0, 5, budget_left_s=60.0)
+    assert line == "step 5/100 | 2.00 s/step, ETA 1m00s (time budget)"
+    assert progress_line(5, 100, {}, RL_KEYS, 10.0, 5, budget_left_s=600.0).endswith("ETA 3m10s")
+    assert eval_line(40, 200, "eval", 300.0) == "[vlrl eval] 40/200 eval examples, 5m00s, ETA 20m00s"
