@@ -57,8 +57,10 @@ def _eval_once(path: Path, overrides: list[str], n: int) -> tuple[dict, list[flo
     return report, successes, wall
 
 
-def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl", task_name: str = "robot_manipulation") -> dict:
-    """Evaluate, train (`rl`: vlrl/train.py; `sft`: vlrl/sft.py), evaluate the final checkpoint; summary.json."""
+def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl", task_name: str = "robot_manipulation",
+          before_only: bool = False) -> dict:
+    """Evaluate, train (`rl`: vlrl/train.py; `sft`: vlrl/sft.py), evaluate the final checkpoint; summary.json.
+    `before_only`: stop after the 'before' evaluation (saved to before.json, which the full command reads back)."""
     if method == "sft":
         from vlrl.sft import run as train_run
     elif method == "rl":
@@ -70,6 +72,9 @@ def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl", task
     t0 = time.perf_counter()
     # trainer=sft_tiny requires an output_dir even to evaluate; evaluation writes nothing there
     before, s0, t_eval0 = _eval_once(out / "before.json", base + [f"trainer.output_dir={out / 'run'}"], n_eval)
+    if before_only:
+        print(f"'before': {sum(s0):g} of {len(s0)} successes, saved to {out / 'before.json'}", flush=True)
+        return {"before": before, "successes_before": s0, "eval_before_wall_s": round(t_eval0, 1)}
     cfg, task = validate(compose(base + [f"trainer.output_dir={out / 'run'}", "trainer.progress=false"]))
     t1 = time.perf_counter()
     train_run(cfg, task)
@@ -104,8 +109,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--method", choices=["rl", "sft"], default="rl", help="sft: behaviour cloning, the control")
     p.add_argument("--task", choices=["robot_manipulation", "libero"], default="robot_manipulation",
                    help="libero: the official trials (task.trials_per_task >= --eval) before and after")
+    p.add_argument("--before-only", action="store_true",
+                   help="only the 'before' evaluation (OUT/before.json): a long run's evaluation can then run in "
+                        "another process or session, and the full command reads it back")
     a, overrides = p.parse_known_args(argv)
-    learn(Path(a.out), overrides, a.eval, a.method, a.task)
+    learn(Path(a.out), overrides, a.eval, a.method, a.task, a.before_only)
 
 
 if __name__ == "__main__":

@@ -24,3 +24,16 @@ def test_before_evaluation_is_saved_and_read_back_by_the_same_run_only(tmp_path,
         with pytest.raises(ValueError, match="another run"):
             experiment._eval_once(path, other, n)
     assert len(calls) == 1
+
+
+def test_before_only_evaluates_and_trains_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(experiment, "_eval", lambda overrides, n: ({"mean_turns": 7.0}, [0.0, 1.0]))
+    monkeypatch.setattr(experiment, "run", lambda *a: pytest.fail("--before-only must not train"))
+    monkeypatch.setattr(experiment, "validate", lambda *a: pytest.fail("--before-only must not build a training run"))
+    experiment.main(["--out", str(tmp_path), "--eval", "2", "--before-only", "model.path=A"])
+    saved = (tmp_path / "before.json").read_text()
+    assert '"successes": [0.0, 1.0]' in saved and not (tmp_path / "summary.json").exists()
+    # the full command then reads that 'before' back instead of evaluating again
+    monkeypatch.setattr(experiment, "_eval", lambda *a: pytest.fail("evaluated 'before' twice"))
+    assert experiment._eval_once(tmp_path / "before.json", ["task=robot_manipulation", "model.path=A",
+                                                            f"trainer.output_dir={tmp_path / 'run'}"], 2)[1] == [0.0, 1.0]
