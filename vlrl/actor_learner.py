@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from vlrl.algos import group_advantages
-from vlrl.config import AlgoConfig, ModelConfig, RolloutConfig, TrainerConfig, opt
+from vlrl.config import AlgoConfig, ModelConfig, RolloutConfig, TrainerConfig, UsageError, opt
 from vlrl.episode import Env, Episode, Observation, Turn
 from vlrl.models import load_model, load_processor
 from vlrl.rollout import Sample, make_engine
@@ -78,6 +78,9 @@ class ActorLearner:
 
     def __init__(self, cfg: ActorLearnerConfig, make_env: Callable[[], Env] | None = None,
                  device: str | None = None) -> None:
+        if cfg.rollout.frozen_roles:
+            raise UsageError("invalid config value for 'rollout.frozen_roles': the actor/learner loop plays every turn "
+                             "with the actor's policy (no roles)")
         self.loop_cfg = cfg
         self.make_env, self.env = make_env, None
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

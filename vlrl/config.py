@@ -144,6 +144,7 @@ class RolloutConfig:
     batch_size: int = opt(64, "max sequences per generate call")
     vllm_gpu_memory_utilization: float = opt(0.3, "vllm: share of GPU memory for the colocated engine")
     vllm_tensor_parallel_size: int = opt(1, "vllm: tensor parallel degree")
+    frozen_roles: list[str] = opt([], "training: roles whose turns a frozen copy of the start (model.path) plays, never trained (self-play against a fixed opponent)")
 
     def __post_init__(self):
         _one_of(self.engine, "rollout.engine", ("hf", "vllm"))
@@ -151,6 +152,7 @@ class RolloutConfig:
         _check(self.temperature > 0, "rollout.temperature", "must be > 0")
         _check(0 < self.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
         _check(self.max_turns >= 1, "rollout.max_turns", "must be >= 1")
+        _check(not self.frozen_roles or self.engine == "hf", "rollout.frozen_roles", "needs rollout.engine=hf")
 
 
 @dataclass

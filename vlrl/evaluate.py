@@ -108,7 +108,11 @@ class _FreeEncodings:
 
 
 def check_max_turns(cfg: Config, task) -> None:
-    """Multi-turn tasks with a step limit (`required_max_turns(cfg)`) need rollout.max_turns >= it."""
+    """Multi-turn tasks with a step limit (`required_max_turns(cfg)`) need rollout.max_turns >= it; frozen roles
+    (a training setting) are refused."""
+    if cfg.rollout.frozen_roles:  # a training setting: evaluating the frozen start beside itself would mean nothing
+        raise UsageError("invalid config value for 'rollout.frozen_roles': used in training only; evaluation plays "
+                         "every role with model.path")
     need = task.required_max_turns(cfg.task)
     if cfg.rollout.max_turns < need:
         raise ValueError(f"invalid config value for 'rollout.max_turns': {cfg.rollout.max_turns} is below the "

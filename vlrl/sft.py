@@ -83,6 +83,9 @@ def check_supported(cfg: Config) -> None:
     if cfg.trainer.curriculum_pool:
         raise UsageError("invalid config value for 'trainer.curriculum_pool': the success-rate seed curriculum needs "
                          "RL outcomes; vlrl/sft.py draws fresh examples every step (its own schedule: sft.curriculum)")
+    if cfg.rollout.frozen_roles:
+        raise UsageError("invalid config value for 'rollout.frozen_roles': an RL training setting (who plays which role "
+                         "in self-play); vlrl/sft.py imitates reference answers and plays no games")
     if cfg.trainer.eval_examples:
         raise UsageError("invalid config value for 'trainer.eval_examples': vlrl/sft.py scores sft.eval_examples held-out "
                          "examples at each trainer.eval_every; set sft.eval_examples instead")

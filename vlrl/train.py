@@ -28,13 +28,13 @@ from omegaconf import OmegaConf
 
 from vlrl import checkpoint
 from vlrl.cli import parse_cli  # noqa: F401  (re-exported: vlrl.train.parse_cli)
-from vlrl.config import Config
+from vlrl.config import Config, UsageError
 from vlrl.critic import episode_values, make_critic
 from vlrl.curriculum import SeedCurriculum
 from vlrl.metrics import episode_metrics, peak_memory_mb, plot_curves, read_metrics, sample_rows
 from vlrl.progress import RL_KEYS, progress_line, run_summary, show_bar
 from vlrl.models import base_model, load_model
-from vlrl.rollout import make_engine, run_episodes
+from vlrl.rollout import FrozenRoles, make_engine, run_episodes
 from vlrl.forward import Row
 from vlrl.skips import SkipBudget, skip_metrics, skipped_report
 from vlrl.algos.roles import RoleBaselines, role_metrics
@@ -150,6 +150,14 @@ def run(cfg: Config, task) -> dict:
     # The reference policy is the starting one, not the checkpoint being resumed.
     ref_model = load_model(cfg.model, accelerator.device, trainable=False) if cfg.algo.beta > 0 else None
     engine = make_engine(cfg.rollout, model, processor)
+    frozen = cfg.rollout.frozen_roles
+    if frozen:  # those roles' turns: the start plays them, they are never trained
+        unknown = sorted(set(frozen) - set(task.roles(cfg.task)))
+        if unknown:
+            raise UsageError(f"invalid config value for 'rollout.frozen_roles': {unknown} are not roles of task "
+                             f"{cfg.task.name!r} (its roles: {task.roles(cfg.task)})")
+        engine = FrozenRoles(engine, make_engine(cfg.rollout, load_model(cfg.model, accelerator.device, trainable=False),
+                                                 processor), frozen)
     state = checkpoint.load_state(resume_from) if resume_from else {}
     critic = critic_optimizer = None
     if cfg.algo.advantage == "gae":
@@ -243,6 +251,8 @@ def run(cfg: Config, task) -> dict:
             keep = informative(episodes, cfg) if cfg.algo.filter_groups else [True] * len(episodes)
             sel = [i for i, k in enumerate(keep) if k]
             trained = schedule.trained_roles(step) if schedule is not None else None
+            if frozen:
+                trained = [x for x in (task.roles(cfg.task) if trained is None else trained) if x not in frozen]
             role_stats: dict = {}
             if baselines is not None:  # multi-role: per-turn r - b_role
                 rows, role_stats = role_rows([episodes[i] for i in sel], baselines, cfg, trained)

@@ -110,3 +110,12 @@ def test_stop_and_errors(tiny_model_path):
     assert len(loop.episodes) == 1  # the second episode failed at its second step
     with pytest.raises(ValueError, match="episodes_per_update"):
         ActorLearnerConfig(episodes_per_update=0)
+
+
+def test_frozen_roles_are_refused_by_the_role_less_loop(tiny_model_path):
+    from vlrl.config import UsageError
+
+    cfg = _cfg(tiny_model_path, episodes=1)
+    cfg.rollout = RolloutConfig(max_new_tokens=4, max_turns=TURNS, frozen_roles=["spy"])
+    with pytest.raises(UsageError, match="rollout.frozen_roles"):
+        ActorLearner(cfg, make_env=lambda: SlowToyEnv(), device="cpu")

@@ -10,7 +10,7 @@ import torch
 
 from vlrl.algos.roles import RoleBaselines, role_metrics
 from vlrl.config import compose, validate
-from vlrl.episode import Episode, Observation, StepResult, Turn
+from vlrl.episode import Episode, Observation, Turn
 from vlrl.rollout import run_episodes
 from vlrl.rollout.sample import Sample
 
@@ -118,3 +118,66 @@ def test_trains_with_role_baselines_and_logs_every_role(tmp_path):
     state = torch.load(next((out / "checkpoints").glob("step_*")) / "trainer_state.pt", weights_only=True)
     assert set(state["role_baselines"]["baselines"]) == {"a", "b", "judge"}
     assert state["role_schedule"] == {"seen": 6}
+
+
+def test_frozen_roles_are_played_by_the_frozen_engine_in_order():
+    from tests.role_task import Config, make_env
+    from vlrl.rollout import FrozenRoles
+
+    policy, frozen = FakeEngine(), FakeEngine()
+    policy.synced = frozen.synced = 0
+    policy.sync_weights = lambda: setattr(policy, "synced", policy.synced + 1)
+    engine = FrozenRoles(policy, frozen, ["b"])
+    eps = run_episodes(engine, lambda: make_env(Config(rounds=2, judge_samples=2), "train"), [10, 11], 1, max_turns=8)
+    # a, b, a, b, judge x 2: each round's prompts of one kind go to one engine in one call
+    assert [len(c) for c in policy.calls] == [2, 2, 4] and [len(c) for c in frozen.calls] == [2, 2]
+    assert all("you are b" in t for c in frozen.calls for t in c)
+    assert not any("you are b" in t for c in policy.calls for t in c)
+    for g, ep in enumerate(eps):
+        assert [t.observation.role for t in ep.turns] == ["a", "b", "a", "b", "judge", "judge"]
+        assert [t.response_text for t in ep.turns[1:4:2]] == [f"1.{g}.0", f"2.{g}.0"]  # the frozen engine's answers
+        assert ep.turns[2].response_text == f"2.{g}.0" and ep.turns[4].response_text == f"3.{2 * g}.0"
+    mixed = engine.generate([eps[1].turns[1].observation, eps[0].turns[0].observation], n=2)  # b, a
+    assert [s.text for s in mixed[0]] == ["3.0.0", "3.0.1"] and [s.text for s in mixed[1]] == ["4.0.0", "4.0.1"]
+    engine.sync_weights()
+    assert policy.synced == 1 and frozen.synced == 0
+
+
+@pytest.mark.slow
+def test_frozen_roles_get_no_gradient_and_their_turns_still_count(tmp_path, monkeypatch):
+    import vlrl.train as train
+
+    trained_roles = []
+
+    def spy_update(model, processor, optimizer, scheduler, rows, *a, **k):
+        trained_roles.append(sorted({r.row.observation.role for r in rows}))
+        return real_update(model, processor, optimizer, scheduler, rows, *a, **k)
+
+    real_update = train.update
+    monkeypatch.setattr(train, "update", spy_update)
+    out = tmp_path / "run"
+    cfg, task = validate(compose(ROLE_TASK + ["trainer.steps=2", f"trainer.output_dir={out}",
+                                              "rollout.frozen_roles=[a]"]))
+    train.run(cfg, task)
+    # the schedule trains a and b at step 0, the judge at step 1; a is frozen throughout
+    assert trained_roles == [["b"], ["judge"]]
+    records = [json.loads(ln) for ln in open(out / "metrics.jsonl")]
+    assert records[0]["role/a/trained"] == 0.0 and records[0]["role/b/trained"] == 1.0
+    assert records[0]["role/a/turns"] == 6.0 and not math.isnan(records[1]["role/a/baseline"])
+
+
+def test_frozen_roles_must_be_roles_and_are_refused_where_no_role_trains(tmp_path):
+    from vlrl.config import UsageError
+    from vlrl.evaluate import check_max_turns
+    from vlrl.sft import check_supported
+    from vlrl.train import run
+
+    cfg, task = validate(compose(ROLE_TASK + ["trainer.steps=1", f"trainer.output_dir={tmp_path}",
+                                              "rollout.frozen_roles=[a,spy]"]))
+    with pytest.raises(UsageError, match=r"rollout.frozen_roles.*\['spy'\] are not roles"):
+        run(cfg, task)
+    for check in (lambda: check_max_turns(cfg, task), lambda: check_supported(cfg)):
+        with pytest.raises(UsageError, match="rollout.frozen_roles"):
+            check()
+    with pytest.raises(ValueError, match="rollout.frozen_roles"):
+        validate(compose(ROLE_TASK + ["rollout.frozen_roles=[a]", "rollout.engine=vllm"]))

@@ -27,6 +27,28 @@ def make_engine(cfg, model, processor):
     return VLLMEngine(model, processor, cfg)
 
 
+class FrozenRoles:
+    """An engine in which the turns of some roles are played by a second, frozen engine: self-play against a fixed
+    opponent (e.g. the start keeps giving the clues while the policy learns to decide). `generate` keeps the order
+    of its observations and makes at most one call per engine; `sync_weights` reaches the trained engine only."""
+
+    def __init__(self, engine, frozen_engine, roles):
+        self.engine, self.frozen_engine, self.roles = engine, frozen_engine, set(roles)
+
+    def generate(self, observations: list, n: int = 1, greedy: bool = False) -> list[list]:
+        frozen = [o.role in self.roles for o in observations]
+        out: list = [None] * len(observations)
+        for engine, want in ((self.engine, False), (self.frozen_engine, True)):
+            idx = [i for i, f in enumerate(frozen) if f == want]
+            if idx:
+                for i, samples in zip(idx, engine.generate([observations[i] for i in idx], n=n, greedy=greedy)):
+                    out[i] = samples
+        return out
+
+    def sync_weights(self) -> None:
+        self.engine.sync_weights()
+
+
 def run_episodes(
     engine,
     make_env: Callable[[], Env],
