@@ -6,9 +6,11 @@ software EGL on machines without a GPU) is preferred; osmesa (apt package libosm
 
 from __future__ import annotations
 
+import atexit
 import ctypes.util
 import os
 import sys
+from typing import Callable
 
 _BACKEND_LIBS = {"egl": "EGL", "osmesa": "OSMesa"}
 
@@ -39,3 +41,23 @@ def configure_gl(preferred: str | None = None) -> str:
     if chosen in ("egl", "osmesa"):
         os.environ.setdefault("PYOPENGL_PLATFORM", chosen)
     return chosen
+
+
+_BEFORE_EGL_EXIT: list[Callable[[], None]] = []  # exit hooks that free render contexts
+
+
+def close_before_egl_exit(hook: Callable[[], None]) -> None:
+    """Run `hook` at interpreter exit while EGL still works (it frees render contexts). mujoco and robosuite each
+    register eglTerminate at exit when they make their first context, and both terminate the same display; exit
+    hooks run last-registered first, so such hooks are moved to the end here and by `gl_context_made()`.
+    Otherwise every context still alive is freed after eglTerminate and prints an EGLError traceback."""
+    if hook not in _BEFORE_EGL_EXIT:
+        _BEFORE_EGL_EXIT.append(hook)
+    gl_context_made()
+
+
+def gl_context_made() -> None:
+    """Call after making a mujoco or robosuite render context (which may have registered eglTerminate)."""
+    for hook in _BEFORE_EGL_EXIT:
+        atexit.unregister(hook)
+        atexit.register(hook)

@@ -4,11 +4,12 @@ robots/env.py (whose `make_env` builds either) do not import each other."""
 
 from __future__ import annotations
 
-import atexit
 import gc
 import weakref
 
 import numpy as np
+
+from robots.gl import close_before_egl_exit
 
 ACTION_DIM = 7
 PROPRIO_DIM = 8
@@ -78,12 +79,10 @@ def _close_live_envs() -> None:
 
 
 def track_for_exit(env: "SuiteEnvBase") -> None:
-    """Close `env` at interpreter exit if nobody did. robosuite registers eglTerminate at exit when it makes its
-    first render context, which may be after our hook was registered (the first env built had no camera); exit
-    hooks run last-registered first, so ours is moved to the end on every build: it frees the render contexts
-    while EGL still works. Otherwise they are freed after eglTerminate and each prints an EGLError traceback."""
-    atexit.unregister(_close_live_envs)
-    atexit.register(_close_live_envs)
+    """Close `env` at interpreter exit if nobody did, before EGL is terminated (robots.gl.close_before_egl_exit;
+    called on every build: robosuite registers eglTerminate on its first render context, which may come after the
+    first build, when that env had no camera)."""
+    close_before_egl_exit(_close_live_envs)
     _LIVE.add(env)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robots.gl import configure_gl
+from robots.gl import configure_gl, gl_context_made
 
 SHAPES = ("sphere", "box", "cylinder")
 TIMESTEP = 0.004  # seconds per physics step
@@ -150,6 +150,7 @@ def simulate(scene: Scene, frames: int = 16, fps: float = 8.0, size: int = 64, p
     masks = np.zeros((frames, len(geoms), size, size), bool)
     positions = np.zeros((frames, len(geoms), 3))
     renderer = mujoco.Renderer(model, size, size)
+    gl_context_made()  # its first context registers eglTerminate: live robot envs must close before it
     try:
         for t in range(frames):
             if physics is not None and t == physics.start:

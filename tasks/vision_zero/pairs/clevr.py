@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from robots.gl import configure_gl
+from robots.gl import configure_gl, gl_context_made
 from tasks.vision_zero.pairs import Pair, mask_box
 
 SHAPES = ("cube", "sphere", "cylinder")
@@ -156,6 +156,7 @@ def render_scene(objects: list[SceneObject], width: int = 320, height: int = 240
     data = mujoco.MjData(model)
     mujoco.mj_forward(model, data)
     renderer = mujoco.Renderer(model, height, width)
+    gl_context_made()  # its first context registers eglTerminate: live robot envs must close before it
     try:
         renderer.update_scene(data, camera="main")
         image = renderer.render().copy()

@@ -108,3 +108,21 @@ def test_dilate_golden():
     expected[0:2, 5:7] = True  # clipped at the corner
     expected[3:6, 1:4] = True
     assert np.array_equal(out, expected)
+
+
+def test_exit_is_quiet_when_a_scene_is_rendered_beside_a_live_robot_env():
+    """mujoco registers eglTerminate at exit on its first render context, after the robot envs' close-at-exit hook:
+    that hook then ran after the display was terminated and each live robosuite context printed an EGLError
+    traceback (34 of them at the end of the full suite). render_scene now moves the hook behind it."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np\n"
+            "from robots.env import RobosuiteConfig, make_env\n"
+            "from tasks.vision_zero.pairs.clevr import random_scene, render_scene\n"
+            "env = make_env(RobosuiteConfig(cameras=('agentview',), image_size=32))\n"
+            "env.reset(seed=0)\n"
+            "render_scene(random_scene(np.random.default_rng(0), 3), 64, 48)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Exception ignored" not in proc.stderr and "EGLError" not in proc.stderr, proc.stderr[-3000:]
