@@ -58,9 +58,11 @@ def _eval_once(path: Path, overrides: list[str], n: int) -> tuple[dict, list[flo
 
 
 def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl", task_name: str = "robot_manipulation",
-          before_only: bool = False) -> dict:
+          only: str | None = None) -> dict:
     """Evaluate, train (`rl`: vlrl/train.py; `sft`: vlrl/sft.py), evaluate the final checkpoint; summary.json.
-    `before_only`: stop after the 'before' evaluation (saved to before.json, which the full command reads back)."""
+    `only="before"`: the 'before' evaluation alone (saved to before.json); `only="train"`: the training alone. The
+    two can run side by side; the full command (with trainer.resume=auto) then reads the evaluation back, finds the
+    budget spent and evaluates the final checkpoint."""
     if method == "sft":
         from vlrl.sft import run as train_run
     elif method == "rl":
@@ -70,16 +72,22 @@ def learn(out: Path, overrides: list[str], n_eval: int, method: str = "rl", task
     out.mkdir(parents=True, exist_ok=True)
     base = [f"task={task_name}"] + overrides
     t0 = time.perf_counter()
-    # trainer=sft_tiny requires an output_dir even to evaluate; evaluation writes nothing there
-    before, s0, t_eval0 = _eval_once(out / "before.json", base + [f"trainer.output_dir={out / 'run'}"], n_eval)
-    if before_only:
-        print(f"'before': {sum(s0):g} of {len(s0)} successes, saved to {out / 'before.json'}", flush=True)
-        return {"before": before, "successes_before": s0, "eval_before_wall_s": round(t_eval0, 1)}
+    if only not in (None, "before", "train"):
+        raise ValueError(f"only must be before or train, got {only!r}")
+    if only != "train":
+        # trainer=sft_tiny requires an output_dir even to evaluate; evaluation writes nothing there
+        before, s0, t_eval0 = _eval_once(out / "before.json", base + [f"trainer.output_dir={out / 'run'}"], n_eval)
+        if only == "before":
+            print(f"'before': {sum(s0):g} of {len(s0)} successes, saved to {out / 'before.json'}", flush=True)
+            return {"before": before, "successes_before": s0, "eval_before_wall_s": round(t_eval0, 1)}
     cfg, task = validate(compose(base + [f"trainer.output_dir={out / 'run'}", "trainer.progress=false"]))
-    t1 = time.perf_counter()
     train_run(cfg, task)
-    train_s = time.perf_counter() - t1
     final = checkpoint.list_checkpoints(str(out / "run"))[-1]
+    # every process's training seconds (a stopped and resumed run), as the checkpoint counts them for the budget
+    train_s = float(checkpoint.load_state(final).get("train_seconds", float("nan")))
+    if only == "train":
+        print(f"trained to {final} ({train_s:.0f} s of training)", flush=True)
+        return {"final_checkpoint": str(final), "train_wall_s": round(train_s, 1)}
     after, s1 = _eval(base + [f"trainer.output_dir={out / 'run'}", f"model.path={final}"], n_eval)
     mean_d, se_d = paired_gain(s0, s1)
     p0, p1 = sum(s0) / len(s0), sum(s1) / len(s1)
@@ -109,11 +117,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--method", choices=["rl", "sft"], default="rl", help="sft: behaviour cloning, the control")
     p.add_argument("--task", choices=["robot_manipulation", "libero"], default="robot_manipulation",
                    help="libero: the official trials (task.trials_per_task >= --eval) before and after")
-    p.add_argument("--before-only", action="store_true",
-                   help="only the 'before' evaluation (OUT/before.json): a long run's evaluation can then run in "
-                        "another process or session, and the full command reads it back")
+    p.add_argument("--only", choices=["before", "train"], default=None,
+                   help="before: the 'before' evaluation alone (OUT/before.json); train: the training alone. Run side "
+                        "by side, then the full command with trainer.resume=auto reads both back and evaluates 'after'")
     a, overrides = p.parse_known_args(argv)
-    learn(Path(a.out), overrides, a.eval, a.method, a.task, a.before_only)
+    learn(Path(a.out), overrides, a.eval, a.method, a.task, a.only)
 
 
 if __name__ == "__main__":

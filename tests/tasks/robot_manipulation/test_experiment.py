@@ -1,5 +1,8 @@
 """tasks/robot_manipulation/experiment.py: a stopped run keeps its 'before' evaluation (no simulator here)."""
 
+import json
+from types import SimpleNamespace
+
 import pytest
 
 from tasks.robot_manipulation import experiment
@@ -26,14 +29,38 @@ def test_before_evaluation_is_saved_and_read_back_by_the_same_run_only(tmp_path,
     assert len(calls) == 1
 
 
-def test_before_only_evaluates_and_trains_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(experiment, "_eval", lambda overrides, n: ({"mean_turns": 7.0}, [0.0, 1.0]))
-    monkeypatch.setattr(experiment, "run", lambda *a: pytest.fail("--before-only must not train"))
-    monkeypatch.setattr(experiment, "validate", lambda *a: pytest.fail("--before-only must not build a training run"))
-    experiment.main(["--out", str(tmp_path), "--eval", "2", "--before-only", "model.path=A"])
-    saved = (tmp_path / "before.json").read_text()
-    assert '"successes": [0.0, 1.0]' in saved and not (tmp_path / "summary.json").exists()
-    # the full command then reads that 'before' back instead of evaluating again
-    monkeypatch.setattr(experiment, "_eval", lambda *a: pytest.fail("evaluated 'before' twice"))
-    assert experiment._eval_once(tmp_path / "before.json", ["task=robot_manipulation", "model.path=A",
-                                                            f"trainer.output_dir={tmp_path / 'run'}"], 2)[1] == [0.0, 1.0]
+
+def test_only_before_then_only_train_then_the_full_command(tmp_path, monkeypatch):
+    """A run longer than a session: its 'before' evaluation and its training run side by side (--only), then the
+    full command reads the evaluation back, continues the training (trainer.resume=auto: nothing is left once the
+    budget is spent) and evaluates the newest checkpoint."""
+    from vlrl import checkpoint
+
+    evals, trained = [], []
+
+    def fake_eval(overrides, n):
+        evals.append([o for o in overrides if o.startswith("model.path=")][-1])
+        return {"mean_turns": 7.0}, [0.0, 1.0] if len(evals) == 1 else [1.0, 1.0]
+
+    def fake_train(cfg, task):  # a checkpoint as vlrl/train.py writes it: its training seconds in the state
+        trained.append(cfg.trainer.output_dir)
+        d = checkpoint.checkpoint_dir(cfg.trainer.output_dir, 3 * len(trained))
+        d.mkdir(parents=True)
+        checkpoint.save_state(d, {"step": 3 * len(trained), "train_seconds": 600.0 * len(trained)})
+
+    monkeypatch.setattr(experiment, "_eval", fake_eval)
+    monkeypatch.setattr(experiment, "run", fake_train)
+    monkeypatch.setattr(experiment, "validate", lambda c: (SimpleNamespace(
+        trainer=SimpleNamespace(output_dir=str(tmp_path / "run"), seed=0), algo=SimpleNamespace(name="vla_grpo")), None))
+    monkeypatch.setattr(experiment, "compose", lambda overrides: overrides)
+    experiment.main(["--out", str(tmp_path), "--eval", "2", "--only", "before", "model.path=A"])
+    assert evals == ["model.path=A"] and not trained and (tmp_path / "before.json").exists()
+    experiment.main(["--out", str(tmp_path), "--eval", "2", "--only", "train", "model.path=A"])
+    assert len(evals) == 1 and len(trained) == 1 and not (tmp_path / "summary.json").exists()
+    experiment.main(["--out", str(tmp_path), "--eval", "2", "model.path=A", "trainer.resume=auto"])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert evals[1].endswith("step_0000006")  # 'before' read back; 'after' of the newest checkpoint
+    assert summary["successes_before"] == [0.0, 1.0] and summary["successes_after"] == [1.0, 1.0]
+    assert summary["gain_points"] == 50.0 and summary["train_wall_s"] == 1200.0  # the checkpoint's seconds
+    with pytest.raises(SystemExit):
+        experiment.main(["--out", str(tmp_path), "--only", "after"])
