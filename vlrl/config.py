@@ -22,14 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from vlrl.algos import (
-    ADVANTAGE_ESTIMATORS,
-    ADVANTAGE_SCALES,
-    CURRICULUM_WEIGHTINGS,
-    IMPORTANCE_LEVELS,
-    KL_ESTIMATORS,
-    LOSS_TYPES,
-)
+from vlrl.algos import ADVANTAGE_ESTIMATORS, ADVANTAGE_SCALES, CURRICULUM_WEIGHTINGS, IMPORTANCE_LEVELS, KL_ESTIMATORS, LOSS_TYPES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO_ROOT / "configs"
