@@ -158,6 +158,7 @@ def run(cfg: Config, task) -> dict:
                              f"{cfg.task.name!r} (its roles: {task.roles(cfg.task)})")
         engine = FrozenRoles(engine, make_engine(cfg.rollout, load_model(cfg.model, accelerator.device, trainable=False),
                                                  processor), frozen)
+    learning_roles = [x for x in task.roles(cfg.task) if x not in frozen] if frozen else None
     state = checkpoint.load_state(resume_from) if resume_from else {}
     critic = critic_optimizer = None
     if cfg.algo.advantage == "gae":
@@ -252,7 +253,7 @@ def run(cfg: Config, task) -> dict:
             sel = [i for i, k in enumerate(keep) if k]
             trained = schedule.trained_roles(step) if schedule is not None else None
             if frozen:
-                trained = [x for x in (task.roles(cfg.task) if trained is None else trained) if x not in frozen]
+                trained = learning_roles if trained is None else [x for x in trained if x not in frozen]
             role_stats: dict = {}
             if baselines is not None:  # multi-role: per-turn r - b_role
                 rows, role_stats = role_rows([episodes[i] for i in sel], baselines, cfg, trained)
